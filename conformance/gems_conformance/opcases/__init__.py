@@ -1,0 +1,1 @@
+"""One module of op cases per op module of gems_core."""

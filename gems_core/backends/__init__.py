@@ -1,0 +1,1 @@
+"""Backends built into gems-core (vendor backends are separate distributions)."""

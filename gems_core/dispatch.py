@@ -1,0 +1,181 @@
+"""Turning gems on and off: registration of the op registry with torch's dispatcher.
+
+``enable()`` registers every served overload with ``torch.library`` on the selected
+backend's dispatch key, wrapped so that gated dtypes, ``NotImplemented`` answers and
+compile failures reach ATen's own kernel (captured before gems overrides it).
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+import torch
+
+from . import compat, runtime
+from .launch_cache import KernelCompileError, in_interpreted_kernel
+from .registry import OpImpl, all_impls
+
+_DTYPE_NAMES = {"float64": torch.float64, "bfloat16": torch.bfloat16, "int64": torch.int64}
+
+
+@dataclass
+class _State:
+    ops: frozenset[str]
+    library: Any
+
+
+_stack: list[_State | None] = []
+_current: _State | None = None
+_lock = threading.RLock()
+
+
+def _names(items: Iterable[str] | str | None) -> list[str]:
+    if items is None:
+        return []
+    return [items] if isinstance(items, str) else list(items)
+
+
+def resolve(include: Iterable[str] | str | None, exclude: Iterable[str] | str | None) -> frozenset[str]:
+    """The overloads ``include``/``exclude`` select (ATen names, overload or packet)."""
+    impls = all_impls()
+    packets: dict[str, set[str]] = {}
+    for name in impls:
+        packets.setdefault(name.split(".", 1)[0], set()).add(name)
+
+    def expand(name: str) -> set[str]:
+        if name in impls:
+            return {name}
+        if name in packets:
+            return packets[name]
+        if name.endswith(".default") and name[: -len(".default")] in impls:
+            return {name[: -len(".default")]}
+        known = sorted(set(impls) | set(packets))
+        close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
+        hint = f"; close matches: {', '.join(close)}" if close else ""
+        raise ValueError(f"gems serves no ATen operator named {name!r}{hint}")
+
+    chosen: set[str] = set(impls)
+    include_names = _names(include)
+    if include_names:
+        chosen = set().union(*(expand(n) for n in include_names))
+    for name in _names(exclude):
+        chosen -= expand(name)
+    return frozenset(chosen)
+
+
+def _tensor_dtypes(values: Iterable[Any]) -> Iterator[torch.dtype]:
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            yield value.dtype
+        elif isinstance(value, (list, tuple)):
+            yield from _tensor_dtypes(value)
+
+
+def _make_kernel(impl: OpImpl, rt: runtime.Runtime, dispatch_key: str) -> Callable[..., Any]:
+    aten = compat.aten_kernel(f"aten::{impl.name}", dispatch_key)
+    fn = rt.policy.overrides.get(impl.name) or impl.fn
+    gate = rt.policy.gate_for(impl.name)
+    gated = frozenset(_DTYPE_NAMES[d] for d in gate if d in _DTYPE_NAMES) if gate else frozenset()
+    always_aten = gate is not None and not gate
+    interpreter = rt.interpreter
+    name = impl.name
+    failed = rt.runtime_fallbacks
+
+    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if (interpreter and in_interpreted_kernel()) or name in failed:
+            return aten(keyset, *args, **kwargs)
+        if gated and not gated.isdisjoint(_tensor_dtypes((*args, *kwargs.values()))):
+            return aten(keyset, *args, **kwargs)
+        try:
+            result = fn(*args, **kwargs)
+        except KernelCompileError as exc:
+            failed[name] = str(exc)
+            warnings.warn(
+                f"gems: {name} failed to compile on {rt.selection.backend.name} and now runs on "
+                f"ATen: {exc}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return aten(keyset, *args, **kwargs)
+        if result is NotImplemented:
+            return aten(keyset, *args, **kwargs)
+        return result
+
+    if always_aten:
+        return lambda keyset, *args, **kwargs: aten(keyset, *args, **kwargs)
+    return kernel
+
+
+def _register(ops: frozenset[str]) -> _State:
+    rt = runtime.current()
+    key = rt.selection.execution.dispatch_key
+    impls = all_impls()
+    library = torch.library.Library("aten", "IMPL")
+    served = set()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Warning only once for all operators")
+        for name in sorted(ops):
+            gate = rt.policy.gate_for(name)
+            if gate is not None and not gate:
+                continue  # the backend leaves the whole op to ATen: do not touch it
+            library.impl(name, _make_kernel(impls[name], rt, key), key, with_keyset=True)
+            served.add(name)
+    return _State(ops=frozenset(served), library=library)
+
+
+def _unregister(state: _State | None) -> None:
+    if state is not None:
+        state.library._destroy()
+
+
+def enable(include: Iterable[str] | str | None = None, exclude: Iterable[str] | str | None = None) -> None:
+    """Serve ATen operators with gems' Triton kernels on the selected backend, for the rest
+    of the process (until :func:`disable`). ``include``/``exclude`` take ATen names:
+    ``"add.Tensor"`` for one overload, ``"add"`` for all of them."""
+    global _current
+    ops = resolve(include, exclude)
+    with _lock:
+        _unregister(_current)
+        _current = None
+        _current = _register(ops)
+
+
+def disable() -> None:
+    """Give every operator back to ATen."""
+    global _current
+    with _lock:
+        _unregister(_current)
+        _current = None
+
+
+@contextmanager
+def use_gems(
+    include: Iterable[str] | str | None = None, exclude: Iterable[str] | str | None = None
+) -> Iterator[None]:
+    """Serve operators with gems inside the block; the previous state (enabled with other
+    ops, or disabled) comes back on exit, also when the block raises. Blocks nest."""
+    global _current
+    ops = resolve(include, exclude)
+    with _lock:
+        previous = _current
+        _stack.append(previous)
+        _unregister(previous)
+        _current = _register(ops)
+    try:
+        yield
+    finally:
+        with _lock:
+            _unregister(_current)
+            restored = _stack.pop()
+            _current = _register(restored.ops) if restored is not None else None
+
+
+def registered_ops() -> list[str]:
+    """The ATen overloads gems serves right now (empty when disabled)."""
+    state = _current
+    return sorted(state.ops) if state is not None else []

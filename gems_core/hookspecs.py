@@ -1,0 +1,88 @@
+"""The vendor contract: every hook a gems backend plugin may implement.
+
+A backend is a Python package that registers a module (or object) in the entry-point group
+``gems_core.backends`` and implements these hooks with ``@gems_core.hookimpl``::
+
+    [project.entry-points."gems_core.backends"]
+    mychip = "gems_backend_mychip.plugin"
+
+Only ``gems_descriptor`` and ``gems_detect`` are required. pluggy validates each
+implementation against these specs when the plugin is registered: an argument name that is
+not in the spec, or a hook name that does not exist here, is rejected with a precise message.
+
+The hooks run once, when gems loads the backend; their answers are frozen into plain lookup
+tables. Nothing here is called while a model runs, so a hook may be slow-ish, but it must
+not run vendor CLIs, edit ``sys.path`` or patch globals.
+
+Names used in answers:
+
+* op names are ATen names: ``"add.Tensor"`` for one overload, ``"add"`` for all of them;
+* config keys are the names of the core's tunable kernels (``python -m gems_core info``
+  lists them with their parameters); each config's ``params`` must be parameters of that
+  kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+import pluggy
+
+from .contract import (
+    BackendDescriptor,
+    DetectedDevice,
+    Deviation,
+    KernelConfig,
+    KernelOverride,
+    OpGate,
+)
+
+PROJECT = "gems_core"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec(firstresult=True)
+def gems_descriptor() -> BackendDescriptor:  # type: ignore[empty-body]
+    """Required. Who this backend is: name (the ``GEMS_DEVICE`` value), vendor, torch device
+    type, dispatch key, Triton target, limits, dtype support, and the Triton and gems-core
+    version ranges it supports."""
+
+
+@hookspec(firstresult=True)
+def gems_detect() -> DetectedDevice | None:
+    """Required. Is this vendor's hardware present? Answer cheaply from what torch already
+    knows (``torch.version.hip``, device names, vendor attributes on ``torch``) and return
+    the device's name and arch key, or ``None``. Never start a vendor CLI."""
+
+
+@hookspec(firstresult=True)
+def gems_tuned_configs(arch: str) -> Mapping[str, Sequence[KernelConfig]]:
+    """Configs per tunable kernel for the chip ``arch`` (as returned by detection, or the
+    descriptor's target arch when emulating). One config fixes the choice; several are
+    autotuned once per shape bucket and the choice is persisted. A kernel not named keeps
+    the core's defaults."""
+
+
+@hookspec(firstresult=True)
+def gems_unsupported_ops() -> Iterable[str | OpGate]:
+    """ATen ops (or dtypes of an op, as :class:`OpGate`) that must stay on ATen on this chip.
+    Dtypes the descriptor marks unsupported are gated for every op automatically."""
+
+
+@hookspec(firstresult=True)
+def gems_compiler_options(arch: str) -> Mapping[str, Mapping[str, object]]:
+    """Extra options this chip's Triton accepts, per tunable kernel name (``"*"`` applies to
+    every kernel). Options the running Triton does not know are dropped and reported."""
+
+
+@hookspec(firstresult=True)
+def gems_known_deviations() -> Iterable[Deviation]:
+    """Accepted differences on this chip (tolerance overrides or expected failures), each
+    with its reason. The conformance suite reports them as XFAIL, or XPASS once fixed."""
+
+
+@hookspec(firstresult=True)
+def gems_kernel_overrides() -> Iterable[KernelOverride]:
+    """Rare: replacement implementations of single ATen overloads for this chip, only where
+    the portable kernel cannot serve it."""

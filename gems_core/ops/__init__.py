@@ -1,0 +1,1 @@
+"""Operator modules: each one registers the ATen overloads it implements."""

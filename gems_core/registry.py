@@ -1,0 +1,75 @@
+"""The operator registry: ops register themselves where they are defined.
+
+    @aten_op("add.Tensor", "add.Scalar")
+    def add(self, other, *, alpha=1): ...
+
+No central table: importing an op module is what registers its overloads. The op modules
+are imported once a backend is selected (kernels must be defined after the interpreter
+setting is known), by :func:`load_ops`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+_IMPLS: dict[str, "OpImpl"] = {}
+_loaded = False
+
+
+@dataclass(frozen=True)
+class OpImpl:
+    name: str  # ATen overload, e.g. "add.Tensor"
+    fn: Callable[..., Any]
+    module: str
+
+    @property
+    def packet(self) -> str:
+        return self.name.split(".", 1)[0]
+
+
+def _check_schema(name: str) -> None:
+    packet, _, overload = name.partition(".")
+    try:
+        torch._C._dispatch_find_schema_or_throw(f"aten::{packet}", overload or "")
+    except RuntimeError as exc:
+        raise ValueError(f"{name!r} is not an ATen operator overload") from exc
+
+
+def aten_op(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated function as gems' implementation of ATen overloads ``names``
+    (written as ``"packet.overload"``; ``"relu"`` for the default overload). The function
+    takes the overload's ATen arguments and may return ``NotImplemented`` to hand a call it
+    does not serve (an unusual dtype, say) to ATen."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for name in names:
+            _check_schema(name)
+            if name in _IMPLS and _IMPLS[name].fn is not fn:
+                raise ValueError(f"{name} is registered twice: {_IMPLS[name].module} and {fn.__module__}")
+            _IMPLS[name] = OpImpl(name=name, fn=fn, module=fn.__module__)
+        return fn
+
+    return decorate
+
+
+def load_ops() -> dict[str, OpImpl]:
+    """Import every module of :mod:`gems_core.ops` (once) and return the registry."""
+    global _loaded
+    if not _loaded:
+        from . import ops, runtime
+
+        runtime.current()  # kernels must be defined after the interpreter setting is known
+
+        for info in pkgutil.iter_modules(ops.__path__):
+            importlib.import_module(f"{ops.__name__}.{info.name}")
+        _loaded = True
+    return _IMPLS
+
+
+def all_impls() -> dict[str, OpImpl]:
+    return dict(load_ops())

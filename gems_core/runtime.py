@@ -1,0 +1,58 @@
+"""The process-wide runtime: the selected backend, its frozen policy, and failure records.
+
+Selection happens on first use (``enable()``, ``backend()``, ``device``, ``registered_ops()``),
+never at import: importing gems_core has no side effects beyond defining names.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+
+from .policy import Policy, build_policy
+from .selection import Selection, select
+
+
+@dataclass
+class Runtime:
+    selection: Selection
+    policy: Policy
+    #: overload -> why it went to ATen at run time (e.g. a compile failure on this chip)
+    runtime_fallbacks: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def interpreter(self) -> bool:
+        return self.selection.execution.interpreter
+
+    @property
+    def device_type(self) -> str:
+        return self.selection.execution.device_type
+
+
+_runtime: Runtime | None = None
+_lock = threading.Lock()
+
+
+def current() -> Runtime:
+    """The runtime, selecting the backend on first call."""
+    global _runtime
+    if _runtime is None:
+        with _lock:
+            if _runtime is None:
+                selection = select()
+                if selection.execution.interpreter:
+                    # Triton decides interpreter-or-compiler when a kernel is defined, so this
+                    # must be set before any op module is imported.
+                    os.environ["TRITON_INTERPRET"] = "1"
+                    import triton
+
+                    triton.knobs.runtime.interpret = True
+                _runtime = Runtime(selection=selection, policy=build_policy(selection))
+    return _runtime
+
+
+def peek() -> Runtime | None:
+    """The runtime if one was selected already; never selects."""
+    return _runtime
+

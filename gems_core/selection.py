@@ -1,0 +1,175 @@
+"""Which backend gems runs on, and why.
+
+Rules (explicit selection beats guessing):
+
+* ``GEMS_DEVICE=<name>``: that backend. Unknown names raise and list what is installed; a
+  backend that failed to load raises with its cause; one whose hardware is absent raises
+  unless ``GEMS_EMULATE=1`` asks to apply its policy on the device that is here.
+* unset: the one non-built-in backend whose hardware is detected; two detected raise and ask
+  for ``GEMS_DEVICE``; none selects the built-in ``cpu`` reference backend.
+* plugins that failed to load and are not selected are skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Mapping
+
+import torch
+
+from .contract import BackendDescriptor
+from .plugins import BackendError, InstalledBackend, check_triton_range, discover
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Where kernels actually run: the selected chip, or (emulated) the device present."""
+
+    device_type: str
+    dispatch_key: str
+    interpreter: bool
+    triton_backend: str | None  # the Triton backend compiling kernels; None = interpreter
+
+
+@dataclass(frozen=True)
+class Selection:
+    backend: InstalledBackend
+    descriptor: BackendDescriptor
+    arch: str
+    device_name: str
+    reason: str
+    emulated: bool
+    execution: Execution
+    installed: Mapping[str, InstalledBackend]
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _native_execution(descriptor: BackendDescriptor) -> Execution:
+    return Execution(
+        device_type=descriptor.device_type,
+        dispatch_key=descriptor.dispatch_key,
+        interpreter=descriptor.interpreter,
+        triton_backend=None if descriptor.interpreter else descriptor.target.backend,
+    )
+
+
+def _emulated_execution() -> Execution:
+    if torch.cuda.is_available():
+        backend = "hip" if torch.version.hip is not None else "cuda"
+        return Execution("cuda", "CUDA", interpreter=False, triton_backend=backend)
+    return Execution("cpu", "CPU", interpreter=True, triton_backend=None)
+
+
+def _warn_failed(installed: Mapping[str, InstalledBackend], selected: str) -> None:
+    for backend in installed.values():
+        if not backend.ok and backend.name != selected:
+            warnings.warn(
+                f"gems backend {backend.name!r} ({backend.source}) failed to load and is "
+                f"skipped: {backend.error}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+
+def _describe_installed(installed: Mapping[str, InstalledBackend]) -> str:
+    rows = []
+    for backend in installed.values():
+        state = "loaded" if backend.ok else f"failed: {backend.error}"
+        rows.append(f"{backend.name} ({state})")
+    return ", ".join(rows)
+
+
+def select(environ: Mapping[str, str] | None = None) -> Selection:
+    environ = os.environ if environ is None else environ
+    installed = discover()
+    requested = (environ.get("GEMS_DEVICE") or "").strip()
+    emulate = _truthy(environ.get("GEMS_EMULATE"))
+
+    if requested:
+        backend = installed.get(requested)
+        if backend is None:
+            raise BackendError(
+                f"GEMS_DEVICE={requested!r} names no installed gems backend. Installed: "
+                f"{_describe_installed(installed)}. Install gems-backend-{requested} or unset "
+                "GEMS_DEVICE."
+            )
+        if not backend.ok:
+            raise BackendError(
+                f"GEMS_DEVICE={requested!r} selects a backend that failed to load: {backend.error}"
+            )
+        _warn_failed(installed, requested)
+        return _select_explicit(backend, installed, emulate)
+
+    if emulate:
+        raise BackendError("GEMS_EMULATE=1 needs GEMS_DEVICE to name the backend to emulate")
+    _warn_failed(installed, "")
+    detected = [b for b in installed.values() if b.ok and not b.builtin and b.detected]
+    if len(detected) > 1:
+        names = ", ".join(f"{b.name} ({b.detected.name})" for b in detected)  # type: ignore[union-attr]
+        raise BackendError(
+            f"several gems backends detect their hardware here: {names}. Set GEMS_DEVICE to "
+            "one of them."
+        )
+    if detected:
+        backend = detected[0]
+        check_triton_range(backend.descriptor)  # type: ignore[arg-type]
+        return _native(backend, installed, f"detected {backend.detected.name}")  # type: ignore[union-attr]
+    cpu = installed["cpu"]
+    if not cpu.ok:
+        raise BackendError(f"the built-in cpu backend failed to load: {cpu.error}")
+    return _native(cpu, installed, "no accelerator backend detected its hardware")
+
+
+def _native(backend: InstalledBackend, installed: Mapping[str, InstalledBackend], reason: str) -> Selection:
+    assert backend.descriptor is not None and backend.detected is not None
+    return Selection(
+        backend=backend,
+        descriptor=backend.descriptor,
+        arch=backend.detected.arch,
+        device_name=backend.detected.name,
+        reason=reason,
+        emulated=False,
+        execution=_native_execution(backend.descriptor),
+        installed=installed,
+    )
+
+
+def _select_explicit(
+    backend: InstalledBackend, installed: Mapping[str, InstalledBackend], emulate: bool
+) -> Selection:
+    descriptor = backend.descriptor
+    assert descriptor is not None
+    if backend.builtin or (backend.detected is not None and not emulate):
+        if not backend.builtin:
+            check_triton_range(descriptor)
+        return _native(backend, installed, f"GEMS_DEVICE={backend.name}")
+    if not emulate:
+        raise BackendError(
+            f"GEMS_DEVICE={backend.name!r}: the {descriptor.vendor} backend found no "
+            f"{descriptor.vendor} device here ({_detection_hint(backend)}). Set GEMS_EMULATE=1 "
+            "to apply its policy on the device that is present."
+        )
+    execution = _emulated_execution()
+    where = "the CPU interpreter" if execution.interpreter else f"this {execution.device_type} GPU"
+    return Selection(
+        backend=backend,
+        descriptor=descriptor,
+        arch=str(descriptor.target.arch),
+        device_name=f"{descriptor.vendor} (emulated on {where})",
+        reason=f"GEMS_DEVICE={backend.name} with GEMS_EMULATE=1",
+        emulated=True,
+        execution=execution,
+        installed=installed,
+    )
+
+
+def _detection_hint(backend: InstalledBackend) -> str:
+    assert backend.descriptor is not None
+    if backend.descriptor.detection:
+        return f"looked for: {backend.descriptor.detection}"
+    return "its gems_detect() returned None"

@@ -1,0 +1,99 @@
+"""Tunable kernels: config spaces as data, chosen once per shape bucket and remembered.
+
+A kernel's config space comes from, in order: the selected backend's tuned configs for this
+chip, else the op's defaults. One config is used as is; several are benchmarked once per
+shape bucket on a real device, and the choice persists on disk keyed by device, Triton
+version and kernel, so a second process starts with no tuning.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from . import compat, runtime
+from .contract import KernelConfig
+from .disk_cache import cache_dir, merge_json, read_json
+
+_TUNABLES: dict[str, "Tunable"] = {}
+
+
+def tunables() -> dict[str, "Tunable"]:
+    """Every tunable kernel the loaded ops declare, by name."""
+    from .registry import load_ops
+
+    load_ops()
+    return dict(_TUNABLES)
+
+
+@dataclass(eq=False)
+class Tunable:
+    name: str
+    params: tuple[str, ...]
+    defaults: Sequence[KernelConfig]
+    description: str = ""
+    _chosen: dict[object, KernelConfig] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.name in _TUNABLES:
+            raise ValueError(f"tunable {self.name!r} is declared twice")
+        for config in self.defaults:
+            self.validate(config)
+        _TUNABLES[self.name] = self
+
+    def validate(self, config: KernelConfig) -> None:
+        unknown = set(config.params) - set(self.params)
+        if unknown:
+            raise ValueError(
+                f"config for {self.name!r} sets {sorted(unknown)}, which are not parameters "
+                f"of that kernel ({', '.join(self.params)})"
+            )
+
+    def configs(self) -> tuple[KernelConfig, ...]:
+        override = runtime.current().policy.configs.get(self.name)
+        return tuple(override) if override else tuple(self.defaults)
+
+    def options(self) -> dict[str, object]:
+        return dict(runtime.current().policy.options_for(self.name))
+
+    def choose(self, key: object, bench: Callable[[KernelConfig], float] | None = None) -> KernelConfig:
+        """The config for shape bucket ``key``; ``bench(config)`` returns milliseconds."""
+        chosen = self._chosen.get(key)
+        if chosen is not None:
+            return chosen
+        with self._lock:
+            chosen = self._chosen.get(key)
+            if chosen is None:
+                chosen = self._choose(key, bench)
+                self._chosen[key] = chosen
+        return chosen
+
+    def _choose(self, key: object, bench: Callable[[KernelConfig], float] | None) -> KernelConfig:
+        configs = self.configs()
+        if len(configs) == 1 or bench is None or runtime.current().interpreter:
+            return configs[0]
+        path = self._cache_path()
+        stored = read_json(path).get(repr(key))
+        if stored is not None:
+            for config in configs:
+                if config.describe() == stored:
+                    return config
+        timings = []
+        for config in configs:
+            try:
+                timings.append((bench(config), config))
+            except Exception:  # a config this chip cannot compile or run is skipped
+                continue
+        if not timings:
+            raise RuntimeError(f"no config of {self.name!r} ran for {key!r}")
+        best = min(timings, key=lambda item: item[0])[1]
+        merge_json(path, {repr(key): best.describe()})
+        return best
+
+    def _cache_path(self):
+        selection = runtime.current().selection
+        device = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{selection.backend.name}-{selection.device_name}")
+        return cache_dir() / "tuning" / f"{device}-triton{compat.TRITON_VERSION}" / f"{self.name}.json"
