@@ -128,16 +128,26 @@ class Deviation:
     """A known, accepted difference on this chip.
 
     ``kind`` is "tolerance" (compare with ``atol``/``rtol`` instead of the suite's table) or
-    "xfail" (expected to fail). ``dtypes`` empty means every dtype. ``reason`` is required: it
-    is printed in every report.
+    "xfail" (expected to fail). ``op`` is an ATen name (overload or packet) or "*" for every
+    op; ``dtypes`` and ``samples`` (sample classes of the conformance suite, e.g. "special")
+    empty mean all. ``reason`` is required: it is printed in every report.
     """
 
     op: str
     reason: str
     kind: str = "xfail"
     dtypes: tuple[str, ...] = ()
+    samples: tuple[str, ...] = ()
     atol: float | None = None
     rtol: float | None = None
+
+    def applies(self, op: str, dtype: str, sample: str) -> bool:
+        ops = (op, op.split(".", 1)[0])
+        return (
+            (self.op == "*" or self.op in ops)
+            and (not self.dtypes or dtype in self.dtypes)
+            and (not self.samples or sample in self.samples)
+        )
 
 
 @dataclass(frozen=True)

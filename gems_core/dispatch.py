@@ -123,7 +123,9 @@ def _register(ops: frozenset[str]) -> _State:
             gate = rt.policy.gate_for(name)
             if gate is not None and not gate:
                 continue  # the backend leaves the whole op to ATen: do not touch it
-            library.impl(name, _make_kernel(impls[name], rt, key), key, with_keyset=True)
+            impl = impls[name]
+            op_key = f"Autograd{key}" if impl.autograd else key
+            library.impl(name, _make_kernel(impl, rt, op_key), op_key, with_keyset=True)
             served.add(name)
     return _State(ops=frozenset(served), library=library)
 

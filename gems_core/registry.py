@@ -26,6 +26,9 @@ class OpImpl:
     name: str  # ATen overload, e.g. "add.Tensor"
     fn: Callable[..., Any]
     module: str
+    #: registered on the backend's Autograd key: the op supplies its own backward (an
+    #: autograd.Function) or must not be decomposed by a composite ATen implementation
+    autograd: bool = False
 
     @property
     def packet(self) -> str:
@@ -40,18 +43,22 @@ def _check_schema(name: str) -> None:
         raise ValueError(f"{name!r} is not an ATen operator overload") from exc
 
 
-def aten_op(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def aten_op(*names: str, autograd: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as gems' implementation of ATen overloads ``names``
     (written as ``"packet.overload"``; ``"relu"`` for the default overload). The function
     takes the overload's ATen arguments and may return ``NotImplemented`` to hand a call it
-    does not serve (an unusual dtype, say) to ATen."""
+    does not serve (an unusual dtype, say) to ATen.
+
+    ``autograd=True`` registers on the backend's Autograd key (``AutogradCUDA``...): for ops
+    whose ATen implementation is a composite that would decompose before reaching the
+    backend key, and for ops that bring their own backward."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         for name in names:
             _check_schema(name)
             if name in _IMPLS and _IMPLS[name].fn is not fn:
                 raise ValueError(f"{name} is registered twice: {_IMPLS[name].module} and {fn.__module__}")
-            _IMPLS[name] = OpImpl(name=name, fn=fn, module=fn.__module__)
+            _IMPLS[name] = OpImpl(name=name, fn=fn, module=fn.__module__, autograd=autograd)
         return fn
 
     return decorate

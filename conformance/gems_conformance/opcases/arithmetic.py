@@ -32,5 +32,5 @@ register(OpCase("div_trunc", ("div.Tensor_mode",), lambda x, y: torch.div(x, y, 
                 lambda dt, dev, p: samples.elementwise(2, dt, dev, p, low=1, high=9, special=False), SIGNED))
 register(OpCase("div_floor", ("div.Tensor_mode",), lambda x, y: torch.div(x, -y, rounding_mode="floor"),
                 lambda dt, dev, p: samples.elementwise(2, dt, dev, p, low=1, high=9, special=False), SIGNED))
-register(OpCase("neg", ("neg.default",), lambda x: torch.neg(x),
+register(OpCase("neg", ("neg",), lambda x: torch.neg(x),
                 lambda dt, dev, p: samples.elementwise(1, dt, dev, p), SIGNED))

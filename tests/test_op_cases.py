@@ -1,0 +1,57 @@
+"""Every op case of the conformance suite against ATen in float64, on the selected backend.
+
+The shapes are the suite's quick profile (small: the CPU interpreter is slow)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gems_core
+from gems_conformance.cases import all_cases, compare, to_reference
+from gems_core import runtime
+
+CASES = all_cases()
+PARAMS = [
+    pytest.param(name, dtype, id=f"{name}-{str(dtype).replace('torch.', '')}")
+    for name, case in sorted(CASES.items())
+    for dtype in case.dtypes
+]
+
+
+@pytest.mark.parametrize("name,dtype", PARAMS)
+def test_op_case_matches_aten(name: str, dtype: torch.dtype) -> None:
+    case = CASES[name]
+    device = torch.device(gems_core.device)
+    checked = 0
+    expected_failures: list[str] = []
+    for sample in case.samples(dtype, device, "quick"):
+        aten_result = case.call(*sample.args, **sample.kwargs)
+        with gems_core.use_gems():
+            result = case.call(*sample.args, **sample.kwargs)
+        reference = (case.reference or case.call)(*to_reference(sample.args), **to_reference(sample.kwargs))
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        aten_results = aten_result if isinstance(aten_result, (tuple, list)) else (aten_result,)
+        for got, want in zip(results, aten_results):
+            if isinstance(want, torch.Tensor):
+                assert got.dtype == want.dtype, f"{sample.describe()}: dtype {got.dtype} != ATen's {want.dtype}"
+        outcome = compare(result, reference, case, sample)
+        checked += 1
+        if outcome.ok:
+            continue
+        declared = _declared_deviation(case.aten, dtype, sample.label)
+        if declared is not None:
+            expected_failures.append(f"{sample.label}: {declared}")
+            continue
+        pytest.fail(f"{sample.describe()}: {outcome.message} (max abs {outcome.max_abs:g}, max rel {outcome.max_rel:g})")
+    assert checked > 0
+    if expected_failures:
+        pytest.xfail("; ".join(expected_failures))
+
+
+def _declared_deviation(ops: tuple[str, ...], dtype: torch.dtype, label: str) -> str | None:
+    name = str(dtype).replace("torch.", "")
+    for deviation in runtime.current().policy.deviations:
+        if deviation.kind == "xfail" and any(deviation.applies(op, name, label) for op in ops):
+            return deviation.reason
+    return None
