@@ -17,8 +17,23 @@ Strides = tuple[int, ...]
 
 
 def broadcast_shapes(shapes: Sequence[Shape]) -> Shape:
-    """ATen's broadcasting; raises ATen's RuntimeError on a mismatch."""
-    return tuple(torch.broadcast_shapes(*shapes))
+    """ATen's broadcasting; raises ATen's RuntimeError (and message) on a mismatch."""
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return tuple(first)
+    rank = max(len(s) for s in shapes)
+    result = [1] * rank
+    for s in shapes:
+        for i, size in enumerate(s, start=rank - len(s)):
+            if size == result[i] or size == 1:
+                continue
+            if result[i] != 1:
+                raise RuntimeError(
+                    f"The size of tensor a ({result[i]}) must match the size of tensor b ({size}) "
+                    f"at non-singleton dimension {i}"
+                )
+            result[i] = size
+    return tuple(result)
 
 
 def broadcast_strides(shape: Shape, strides: Strides, target: Shape) -> Strides:
