@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import triton
@@ -57,6 +58,32 @@ def current_stream(device_index: int) -> int:
     from triton.runtime import driver
 
     return driver.active.get_current_stream(device_index)
+
+
+def use_interpreter() -> None:
+    """Run kernels defined from now on in Triton's interpreter.
+
+    Triton decides interpreter-or-compiler when a function is decorated, and its own
+    ``@triton.jit`` helpers (``tl.sum``, ``tl.max``, ``tl.cdiv``...) were decorated when
+    triton was first imported, before gems knew its backend. Those helpers are wrapped again
+    for the interpreter, in every loaded ``triton.language`` module."""
+    import os
+    import sys
+
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    os.environ["TRITON_INTERPRET"] = "1"
+    triton.knobs.runtime.interpret = True
+    rewrapped: dict[int, Any] = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "triton.language" or name.startswith("triton.language.")):
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, JITFunction) and not isinstance(value, InterpretedFunction):
+                if id(value) not in rewrapped:
+                    rewrapped[id(value)] = InterpretedFunction(value.fn)
+                setattr(module, attr, rewrapped[id(value)])
 
 
 def is_interpreted(kernel: Any) -> bool:

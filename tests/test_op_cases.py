@@ -1,8 +1,11 @@
 """Every op case of the conformance suite against ATen in float64, on the selected backend.
 
-The shapes are the suite's quick profile (small: the CPU interpreter is slow)."""
+The shapes are the suite's quick profile (small: the CPU interpreter is slow); set
+GEMS_TEST_PROFILE=full on a GPU for the full profile."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
@@ -12,6 +15,7 @@ from gems_conformance.cases import all_cases, compare, to_reference
 from gems_core import runtime
 
 CASES = all_cases()
+PROFILE = os.environ.get("GEMS_TEST_PROFILE", "quick")
 PARAMS = [
     pytest.param(name, dtype, id=f"{name}-{str(dtype).replace('torch.', '')}")
     for name, case in sorted(CASES.items())
@@ -25,7 +29,7 @@ def test_op_case_matches_aten(name: str, dtype: torch.dtype) -> None:
     device = torch.device(gems_core.device)
     checked = 0
     expected_failures: list[str] = []
-    for sample in case.samples(dtype, device, "quick"):
+    for sample in case.samples(dtype, device, PROFILE):
         aten_result = case.call(*sample.args, **sample.kwargs)
         with gems_core.use_gems():
             result = case.call(*sample.args, **sample.kwargs)

@@ -206,11 +206,24 @@ class PointwiseOp:
         self.fn_id = f"{raw.__module__}:{raw.__qualname__}"
         SCALAR_FUNCTIONS[self.fn_id] = fn
         self._variants: dict[Any, Any] = {}
+        self._promotions: dict[Any, tuple[torch.dtype, torch.dtype]] = {}
 
     def result_dtypes(self, *operands: Any) -> tuple[torch.dtype, torch.dtype]:
-        """(computation dtype, result dtype) under this op's promotion kind, as ATen has."""
-        promoted = [x for x, p in zip(operands, self.promoted) if p]
-        return elementwise_dtypes(*promoted, type_promotion_kind=self.kind)
+        """(computation dtype, result dtype) under this op's promotion kind, as ATen has.
+
+        ATen's rule depends only on each operand's dtype and whether it is 0-d (tensors) or
+        its Python type (numbers), so answers are memoized on that."""
+        key = tuple(
+            (x.dtype, x.dim() == 0) if isinstance(x, torch.Tensor) else type(x)
+            for x, p in zip(operands, self.promoted)
+            if p
+        )
+        answer = self._promotions.get(key)
+        if answer is None:
+            promoted = [x for x, p in zip(operands, self.promoted) if p]
+            answer = elementwise_dtypes(*promoted, type_promotion_kind=self.kind)
+            self._promotions[key] = answer
+        return answer
 
     def __call__(
         self,

@@ -1,0 +1,136 @@
+"""gems benchmarks: ATen vs gems on the same device, in one run.
+
+    python benchmarks/run.py                    # every case, table + JSON
+    python benchmarks/run.py --ops add,softmax  # a subset
+    python benchmarks/run.py --host             # host overhead per call (wall clock)
+
+Kernel time is the median of ``triton.testing.do_bench``; bandwidth is reported as a share
+of the device-to-device copy bandwidth measured at the start of the same run. Host
+overhead is wall-clock time per call for a small op, issued back to back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gems_core  # noqa: E402
+from cases import CASES, HOST_CASES  # noqa: E402
+
+
+def median_ms(fn) -> float:  # type: ignore[no-untyped-def]
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+
+
+def copy_bandwidth(device: str) -> float:
+    """GB/s of a device-to-device copy of 1 GiB (bytes read + written)."""
+    src = torch.empty(2**28, dtype=torch.float32, device=device).uniform_()
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src))
+    return 2 * src.numel() * 4 / ms / 1e6
+
+
+def host_us(fn, calls: int = 2000) -> float:  # type: ignore[no-untyped-def]
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    best = math.inf
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+    return best
+
+
+def run_kernels(device: str, only: set[str] | None) -> list[dict]:
+    peak = copy_bandwidth(device)
+    print(f"copy bandwidth: {peak:.0f} GB/s")
+    rows = []
+    for case in CASES:
+        if only and case.op not in only:
+            continue
+        inputs = case.make(device)
+        aten_ms = median_ms(lambda: case.fn(*inputs))
+        with gems_core.use_gems():
+            first = time.perf_counter()
+            case.fn(*inputs)
+            torch.cuda.synchronize()
+            first_ms = (time.perf_counter() - first) * 1e3
+            gems_ms = median_ms(lambda: case.fn(*inputs))
+        moved = case.bytes(inputs)
+        row = {
+            "case": case.name, "op": case.op, "aten_ms": aten_ms, "gems_ms": gems_ms,
+            "speedup": aten_ms / gems_ms, "first_call_ms": first_ms,
+            "gems_gbps": moved / gems_ms / 1e6 if moved else None,
+            "aten_gbps": moved / aten_ms / 1e6 if moved else None,
+        }
+        row["gems_pct_copy"] = 100 * row["gems_gbps"] / peak if moved else None
+        rows.append(row)
+        pct = f"{row['gems_pct_copy']:5.1f}%" if moved else "   - "
+        print(f"{case.name:42s} aten {aten_ms*1e3:9.1f} us  gems {gems_ms*1e3:9.1f} us  "
+              f"x{row['speedup']:5.2f}  {pct} of copy  first call {first_ms:7.1f} ms", flush=True)
+    if rows:
+        speedups = [r["speedup"] for r in rows]
+        geo = math.exp(sum(map(math.log, speedups)) / len(speedups))
+        worst = min(rows, key=lambda r: r["speedup"])
+        print(f"geometric-mean speedup x{geo:.3f} over {len(rows)} cases; worst x{worst['speedup']:.2f} "
+              f"({worst['case']})")
+    return rows
+
+
+def run_host(device: str, only: set[str] | None) -> list[dict]:
+    rows = []
+    for case in HOST_CASES:
+        if only and case.op not in only:
+            continue
+        inputs = case.make(device)
+        aten = host_us(lambda: case.fn(*inputs))
+        with gems_core.use_gems():
+            gems = host_us(lambda: case.fn(*inputs))
+        rows.append({"case": case.name, "op": case.op, "aten_us": aten, "gems_us": gems, "ratio": gems / aten})
+        print(f"host {case.name:36s} aten {aten:6.2f} us/call  gems {gems:6.2f} us/call  x{gems/aten:4.2f}",
+              flush=True)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ops", help="comma-separated op names")
+    parser.add_argument("--host", action="store_true", help="only the host-overhead cases")
+    parser.add_argument("--json", default="benchmark.json")
+    args = parser.parse_args()
+    device = gems_core.device
+    if device != "cuda":
+        print("benchmarks need a GPU backend (gems selected the CPU reference)", file=sys.stderr)
+        return 2
+    only = set(args.ops.split(",")) if args.ops else None
+    import triton
+
+    meta = {
+        "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+        "gems_core": gems_core.__version__, "backend": gems_core.backend().name,
+        "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
+    print(" ".join(f"{k}={v}" for k, v in meta.items()))
+    result = {"meta": meta, "host": run_host(device, only)}
+    if not args.host:
+        result["kernels"] = run_kernels(device, only)
+    Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,323 @@
+"""layer_norm (``native_layer_norm`` and its backward) and rms_norm, with their gradients.
+
+Both normalize each row of the input seen as (M, N), N the product of ``normalized_shape``;
+one program per row, in fp32. ``rms_norm`` is a composite in ATen (it would decompose before
+reaching a backend kernel), so it is registered on the Autograd key and brings its own
+backward through an autograd.Function.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from ..contract import KernelConfig
+from ..launch_cache import LaunchCache
+from ..registry import aten_op
+from ..tuning import Tunable
+from .reduction import add_combine, bench_ms
+
+NORM = Tunable(
+    "norm",
+    params=("BLOCK_N",),
+    defaults=[KernelConfig({"BLOCK_N": 1024}, num_warps=4)],
+    description="layer_norm/rms_norm forward and backward: BLOCK_N elements of a row per step",
+)
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_ROWS_PER_STEP = 16  # rows summed per step by the weight-gradient kernel
+
+
+@triton.jit
+def _norm_forward_kernel(
+    x_ptr,  # (M, N) contiguous
+    y_ptr,  # (M, N) contiguous
+    w_ptr,  # (N,) when HAS_W
+    b_ptr,  # (N,) when HAS_B
+    mean_ptr,  # (M,) unless RMS
+    rstd_ptr,  # (M,)
+    N,
+    eps,
+    RMS: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    # layer:  mean = sum(x) / N,  rstd = 1 / sqrt(sum((x - mean)^2) / N + eps)
+    # rms:    mean = 0,           rstd = 1 / sqrt(sum(x^2) / N + eps)
+    # y = (x - mean) * rstd * w + b
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * N
+    y_row = y_ptr + row * N
+    cols = tl.arange(0, BLOCK_N)
+    mean = 0.0
+    if not RMS:
+        acc = tl.full((BLOCK_N,), 0.0, tl.float32)
+        for start in range(0, N, BLOCK_N):
+            acc += tl.load(x_row + start + cols, mask=start + cols < N, other=0.0).to(tl.float32)
+        mean = tl.reduce(acc, 0, add_combine) / N
+    acc = tl.full((BLOCK_N,), 0.0, tl.float32)
+    for start in range(0, N, BLOCK_N):
+        mask = start + cols < N
+        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)
+        centered = tl.where(mask, x - mean, 0.0)
+        acc += centered * centered
+    rstd = 1.0 / tl.sqrt(tl.reduce(acc, 0, add_combine) / N + eps)
+    if not RMS:
+        tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
+    tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
+    for start in range(0, N, BLOCK_N):
+        mask = start + cols < N
+        y = (tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32) - mean) * rstd
+        if HAS_W:
+            y = y * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_B:
+            y = y + tl.load(b_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_row + start + cols, y.to(y_row.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _norm_backward_kernel(
+    grad_ptr,  # (M, N) contiguous: dL/dy
+    x_ptr,  # (M, N) contiguous
+    w_ptr,  # (N,) when HAS_W
+    mean_ptr,  # (M,) unless RMS
+    rstd_ptr,  # (M,)
+    dx_ptr,  # (M, N) contiguous
+    N,
+    RMS: tl.constexpr,
+    HAS_W: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    # with n = (x - mean) * rstd and h = g * w:
+    # layer:  dx = rstd * (h - mean(h) - n * mean(h * n))
+    # rms:    dx = rstd * (h - n * mean(h * n))
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mean = 0.0
+    if not RMS:
+        mean = tl.load(mean_ptr + row).to(tl.float32)
+    rstd = tl.load(rstd_ptr + row).to(tl.float32)
+    sum_h = tl.full((BLOCK_N,), 0.0, tl.float32)
+    sum_hn = tl.full((BLOCK_N,), 0.0, tl.float32)
+    for start in range(0, N, BLOCK_N):
+        mask = start + cols < N
+        h = tl.load(grad_ptr + row * N + start + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_W:
+            h = h * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+        n = (tl.load(x_ptr + row * N + start + cols, mask=mask, other=0.0).to(tl.float32) - mean) * rstd
+        sum_h += h
+        sum_hn += tl.where(mask, h * n, 0.0)
+    mean_h = tl.reduce(sum_h, 0, add_combine) / N
+    mean_hn = tl.reduce(sum_hn, 0, add_combine) / N
+    if RMS:
+        mean_h = 0.0
+    for start in range(0, N, BLOCK_N):
+        mask = start + cols < N
+        h = tl.load(grad_ptr + row * N + start + cols, mask=mask, other=0.0).to(tl.float32)
+        if HAS_W:
+            h = h * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+        n = (tl.load(x_ptr + row * N + start + cols, mask=mask, other=0.0).to(tl.float32) - mean) * rstd
+        dx = rstd * (h - mean_h - n * mean_hn)
+        tl.store(dx_ptr + row * N + start + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _norm_weight_grad_kernel(
+    grad_ptr,  # (M, N) contiguous: dL/dy
+    x_ptr,  # (M, N) contiguous
+    mean_ptr,  # (M,) unless RMS
+    rstd_ptr,  # (M,)
+    dw_ptr,  # (N,) when HAS_DW
+    db_ptr,  # (N,) when HAS_DB
+    M,
+    N,
+    RMS: tl.constexpr,
+    HAS_DW: tl.constexpr,
+    HAS_DB: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    # dw = sum over rows of g * (x - mean) * rstd,   db = sum over rows of g
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    acc_w = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    acc_b = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    for start in range(0, M, BLOCK_M):
+        rows = (start + tl.arange(0, BLOCK_M)).to(tl.int64)
+        row_mask = rows < M
+        mask = row_mask[:, None] & col_mask[None, :]
+        offsets = rows[:, None] * N + cols[None, :]
+        g = tl.load(grad_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        acc_b += g
+        if HAS_DW:
+            x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(tl.float32)
+            if not RMS:
+                x = x - tl.load(mean_ptr + rows, mask=row_mask, other=0.0).to(tl.float32)[:, None]
+            acc_w += g * x * rstd[:, None]
+    if HAS_DW:
+        tl.store(dw_ptr + cols, tl.reduce(acc_w, 0, add_combine).to(dw_ptr.dtype.element_ty), mask=col_mask)
+    if HAS_DB:
+        tl.store(db_ptr + cols, tl.reduce(acc_b, 0, add_combine).to(db_ptr.dtype.element_ty), mask=col_mask)
+
+
+_forward = LaunchCache(_norm_forward_kernel, name="norm")
+_backward = LaunchCache(_norm_backward_kernel, name="norm_backward")
+_weight_grad = LaunchCache(_norm_weight_grad_kernel, name="norm_weight_grad")
+
+
+def _launch(kernel: LaunchCache, grid_rows: int, n: int, args: Sequence[Any], **constexprs: Any) -> None:
+    """Launch ``kernel`` with one program per row (``grid_rows``), or per BLOCK_N columns
+    for the weight-gradient kernel."""
+
+    def launch(config: KernelConfig) -> None:
+        block_n = min(config.params["BLOCK_N"], triton.next_power_of_2(n))
+        grid = triton.cdiv(n, block_n) if kernel is _weight_grad else grid_rows
+        kernel((grid,), *args, config=config, options=NORM.options(), BLOCK_N=block_n, **constexprs)
+
+    key = (kernel.name, str(args[0].dtype), n.bit_length())
+    launch(NORM.choose(key, lambda config: bench_ms(lambda: launch(config))))
+
+
+def _rows(x: torch.Tensor, normalized_shape: Sequence[int], *params: torch.Tensor | None) -> tuple[int, int] | None:
+    """(M, N) of ``x`` normalized over its trailing ``normalized_shape``; None where ATen
+    must raise its own error (a shape that does not match) or gems does not serve it."""
+    shape = tuple(normalized_shape)
+    if x.dtype not in _FLOATS or not shape or tuple(x.shape[x.dim() - len(shape):]) != shape:
+        return None
+    if any(p is not None and (tuple(p.shape) != shape or p.dtype not in _FLOATS) for p in params):
+        return None
+    n = math.prod(shape)
+    return (x.numel() // n if n else 0), n
+
+
+def _stats_dtype(x: torch.Tensor) -> torch.dtype:
+    # ATen's CPU kernel keeps mean/rstd in the input dtype; its GPU kernels in the
+    # accumulation type (float32 for half types)
+    if x.device.type == "cpu" or x.dtype == torch.float64:
+        return x.dtype
+    return torch.float32
+
+
+def _flat(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    return t.contiguous() if t is not None else like  # a placeholder pointer the kernel never reads
+
+
+@aten_op("native_layer_norm")
+def native_layer_norm(
+    input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None,
+    bias: torch.Tensor | None, eps: float,
+) -> Any:
+    """(out, mean, rstd): layer norm over the trailing ``normalized_shape``; mean and rstd
+    have the input's leading dims and a 1 per normalized dim."""
+    rows = _rows(input, normalized_shape, weight, bias)
+    if rows is None or rows[1] == 0:
+        return NotImplemented
+    m, n = rows
+    x = input.contiguous()
+    out = torch.empty_like(x)
+    stats_shape = tuple(input.shape[: input.dim() - len(normalized_shape)]) + (1,) * len(normalized_shape)
+    mean = torch.empty(stats_shape, dtype=_stats_dtype(input), device=input.device)
+    rstd = torch.empty(stats_shape, dtype=_stats_dtype(input), device=input.device)
+    if m:
+        _launch(_forward, m, n, (x, out, _flat(weight, x), _flat(bias, x), mean, rstd, n, float(eps)),
+                RMS=False, HAS_W=weight is not None, HAS_B=bias is not None)
+    return out, mean, rstd
+
+
+def _norm_backward(
+    grad: torch.Tensor, x: torch.Tensor, mean: torch.Tensor | None, rstd: torch.Tensor,
+    weight: torch.Tensor | None, m: int, n: int, mask: Sequence[bool], bias_dtype: torch.dtype | None,
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """(dx, dw, db) of a layer norm (``mean`` given) or an rms norm (``mean`` None); dw and
+    db flat (N,)."""
+    rms = mean is None
+    grad, x, rstd = grad.contiguous(), x.contiguous(), rstd.contiguous()
+    mean = rstd if mean is None else mean.contiguous()
+    dx = dw = db = None
+    if mask[0]:
+        dx = torch.empty_like(x)
+        if m:
+            _launch(_backward, m, n, (grad, x, _flat(weight, x), mean, rstd, dx, n),
+                    RMS=rms, HAS_W=weight is not None)
+    want_dw = bool(mask[1]) and weight is not None
+    want_db = bool(mask[2]) and bias_dtype is not None
+    if want_dw:
+        dw = torch.empty((n,), dtype=weight.dtype, device=x.device)
+    if want_db:
+        db = torch.empty((n,), dtype=bias_dtype, device=x.device)
+    if want_dw or want_db:
+        if m:
+            _launch(_weight_grad, 0, n, (grad, x, mean, rstd, _flat(dw, x), _flat(db, x), m, n),
+                    RMS=rms, HAS_DW=want_dw, HAS_DB=want_db, BLOCK_M=_ROWS_PER_STEP)
+        else:
+            for t in (dw, db):
+                if t is not None:
+                    t.zero_()
+    return dx, dw, db
+
+
+@aten_op("native_layer_norm_backward")
+def native_layer_norm_backward(
+    grad_out: torch.Tensor, input: torch.Tensor, normalized_shape: Sequence[int], mean: torch.Tensor,
+    rstd: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, output_mask: Sequence[bool],
+) -> Any:
+    """(grad_input, grad_weight, grad_bias), each None where ``output_mask`` says so."""
+    rows = _rows(input, normalized_shape, weight, bias)
+    if rows is None or rows[1] == 0 or grad_out.shape != input.shape:
+        return NotImplemented
+    m, n = rows
+    bias_dtype = bias.dtype if bias is not None else None
+    dx, dw, db = _norm_backward(grad_out, input, mean, rstd, weight, m, n, output_mask, bias_dtype)
+    return (
+        dx.view(input.shape) if dx is not None else None,
+        dw.view(weight.shape) if dw is not None and weight is not None else None,
+        db.view(bias.shape) if db is not None and bias is not None else None,
+    )
+
+
+class _RMSNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor | None, m: int, n: int, eps: float) -> torch.Tensor:
+        flat = x.contiguous()
+        y = torch.empty_like(flat)
+        rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
+        if m:
+            _launch(_forward, m, n, (flat, y, _flat(weight, flat), flat, rstd, rstd, n, eps),
+                    RMS=True, HAS_W=weight is not None, HAS_B=False)
+        ctx.save_for_backward(flat, weight, rstd)
+        ctx.rows = (m, n)
+        return y.view(x.shape)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        x, weight, rstd = ctx.saved_tensors
+        m, n = ctx.rows
+        mask = (ctx.needs_input_grad[0], ctx.needs_input_grad[1], False)
+        dx, dw, _ = _norm_backward(grad, x, None, rstd, weight, m, n, mask, None)
+        return (
+            dx.view(grad.shape) if dx is not None else None,
+            dw.view(weight.shape) if dw is not None else None,
+            None, None, None,
+        )
+
+
+@aten_op("rms_norm", autograd=True)
+def rms_norm(
+    input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
+    eps: float | None = None,
+) -> Any:
+    """x / sqrt(mean(x^2) + eps) * weight over the trailing ``normalized_shape``; ``eps``
+    defaults to the machine epsilon of the computation type (float32 for half types)."""
+    rows = _rows(input, normalized_shape, weight)
+    if rows is None or rows[1] == 0:
+        return NotImplemented
+    if eps is None:
+        eps = torch.finfo(torch.float64 if input.dtype == torch.float64 else torch.float32).eps
+    return _RMSNorm.apply(input, weight, rows[0], rows[1], float(eps))

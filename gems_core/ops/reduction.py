@@ -1,0 +1,349 @@
+"""sum, mean and amax over any set of dims, with their out= overloads.
+
+The reduced dims of any layout are seen as one strided axis of length N and the kept dims as
+at most two strided axes (``outer``, ``inner``), so reducing a dim that is not innermost, a
+transposed, sliced or expanded input, reads memory in place. Only a layout that does not
+merge that way is copied once (kept dims first) before the kernel runs. Short outputs of long
+reductions split each row over several programs and reduce the partials in a second pass.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from ..codegen.pointwise import TL_DTYPES
+from ..contract import KernelConfig
+from ..launch_cache import LaunchCache
+from ..registry import aten_op
+from ..tuning import Tunable
+
+REDUCTION = Tunable(
+    "reduction",
+    params=("BLOCK_M", "BLOCK_N"),
+    defaults=[KernelConfig({"BLOCK_M": 4, "BLOCK_N": 256}, num_warps=4)],
+    description="sum/mean/amax: BLOCK_M output rows per program, BLOCK_N reduced elements per step",
+)
+
+_SUM, _MAX = 0, 1
+_INT32 = 2**31 - 1
+_MAX_SPLITS = 128
+
+
+# Reductions go through tl.reduce with these combiners rather than tl.sum / tl.max: those
+# are jit functions of Triton's standard library, which the CPU interpreter cannot run when
+# Triton was imported before the interpreter was switched on.
+@triton.jit
+def add_combine(a, b):
+    return a + b
+
+
+@triton.jit
+def max_nan_combine(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _reduce_kernel(
+    x_ptr,  # (OUTER, INNER) kept x (N) reduced, read through strides; row m = o * INNER + i
+    out_ptr,  # (M, splits) contiguous: one value per row and split
+    M,
+    N,
+    INNER,
+    stride_o,
+    stride_i,
+    stride_n,
+    cols_per_split,
+    splits,
+    scale,
+    OP: tl.constexpr,  # _SUM or _MAX
+    MEAN: tl.constexpr,
+    CAST: tl.constexpr,  # values are rounded to this dtype first (ATen's dtype= semantics)
+    ACC: tl.constexpr,
+    FILL: tl.constexpr,  # identity of OP, for masked lanes
+    INT64: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    # out[m, s] = OP over n in split s of x[m, n]  (times scale for a mean's last pass);
+    # max propagates NaN.
+    pid = tl.program_id(0)
+    split = tl.program_id(1)
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    col_range = tl.arange(0, BLOCK_N)
+    if INT64:
+        rows = rows.to(tl.int64)
+        col_range = col_range.to(tl.int64)
+    row_mask = rows < M
+    base = (rows // INNER) * stride_o + (rows % INNER) * stride_i
+    start = split * cols_per_split
+    acc = tl.full((BLOCK_M, BLOCK_N), FILL, ACC)
+    for offset in range(0, cols_per_split, BLOCK_N):
+        cols = start + offset + col_range
+        mask = row_mask[:, None] & (cols < N)[None, :]
+        x = tl.load(x_ptr + base[:, None] + cols[None, :] * stride_n, mask=mask, other=FILL)
+        x = x.to(CAST).to(ACC)
+        if OP == 0:
+            acc += x
+        else:
+            acc = max_nan_combine(acc, x)
+    if OP == 0:
+        result = tl.reduce(acc, 1, add_combine)
+        if MEAN:
+            result = result * scale
+    else:
+        result = tl.reduce(acc, 1, max_nan_combine)
+    tl.store(out_ptr + rows * splits + split, result.to(out_ptr.dtype.element_ty), mask=row_mask)
+
+
+_launch = LaunchCache(_reduce_kernel, name="reduction")
+
+
+def wrap_dims(dims: Sequence[int] | None, ndim: int) -> tuple[int, ...]:
+    """ATen's dim wrapping: a 0-d tensor takes dims -1 and 0; ``None`` or ``[]`` is every
+    dim. Raises ATen's IndexError / RuntimeError for an out-of-range or repeated dim."""
+    rank = max(ndim, 1)
+    if dims is None:
+        return tuple(range(ndim))
+    if isinstance(dims, int):
+        dims = (dims,)
+    wrapped: list[int] = []
+    for d in dims:
+        if not -rank <= d < rank:
+            raise IndexError(
+                f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {d})"
+            )
+        d = d % rank
+        if d in wrapped:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        wrapped.append(d)
+    if not wrapped:
+        return tuple(range(ndim))
+    return tuple(d for d in wrapped if d < ndim)
+
+
+def _merge(axes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(size, stride) axes, outermost first, with size-1 axes dropped and axes that step
+    through memory as one merged."""
+    merged: list[tuple[int, int]] = []
+    for size, stride in axes:
+        if size == 1:
+            continue
+        if merged and merged[-1][1] == stride * size:
+            merged[-1] = (merged[-1][0] * size, stride)
+        else:
+            merged.append((size, stride))
+    return merged
+
+
+def _view(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, list[int]]:
+    """(tensor, [inner, stride_o, stride_i, stride_n]) describing ``x`` as rows x reduced."""
+    kept = [d for d in range(x.dim()) if d not in dims]
+    kept_axes = _merge([(x.size(d), x.stride(d)) for d in kept])
+    reduced = sorted(dims, key=lambda d: -abs(x.stride(d)))
+    reduced_axes = _merge([(x.size(d), x.stride(d)) for d in reduced])
+    if len(kept_axes) <= 2 and len(reduced_axes) <= 1:
+        kept_axes = [(1, 0)] * (2 - len(kept_axes)) + kept_axes
+        stride_n = reduced_axes[0][1] if reduced_axes else 0
+        return x, [kept_axes[1][0], kept_axes[0][1], kept_axes[1][1], stride_n]
+    n = math.prod(x.size(d) for d in dims)
+    dense = x.permute(kept + list(dims)).contiguous()
+    return dense, [1, n, 0, 1]
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    if dtype.is_floating_point:
+        return torch.float64 if dtype == torch.float64 else torch.float32
+    return torch.int64
+
+
+def _fill(op: int, dtype: torch.dtype) -> Any:
+    if op == _SUM:
+        return 0.0 if dtype.is_floating_point else 0
+    if dtype.is_floating_point:
+        return float("-inf")
+    return torch.iinfo(dtype).min if dtype != torch.bool else 0
+
+
+def _run(
+    x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, op: int, mean: bool,
+    cast: torch.dtype, acc: torch.dtype,
+) -> None:
+    """Reduce ``x`` over ``dims`` into the contiguous ``out`` (kept dims in order)."""
+    n = math.prod(x.size(d) for d in dims)
+    m = out.numel()
+    source, (inner, stride_o, stride_i, stride_n) = _view(x, dims)
+    reach = m + n + (m - 1) * abs(stride_o) + (inner - 1) * abs(stride_i) + (n - 1) * abs(stride_n)
+    fill = _fill(op, acc if op == _SUM else x.dtype)
+    scale = 1.0 / n
+
+    def launch(config: KernelConfig) -> None:
+        block_m = min(config.params["BLOCK_M"], triton.next_power_of_2(m))
+        block_n = min(config.params["BLOCK_N"], triton.next_power_of_2(n))
+        programs = triton.cdiv(m, block_m)
+        splits = 1
+        if programs < 32 and n > 4 * block_n:
+            splits = min(_MAX_SPLITS, triton.cdiv(n, 4 * block_n))
+        cols_per_split = triton.cdiv(triton.cdiv(n, splits), block_n) * block_n
+        splits = triton.cdiv(n, cols_per_split)
+        target = out if splits == 1 else torch.empty((m, splits), dtype=acc, device=x.device)
+        common: dict[str, Any] = {
+            "config": config, "options": REDUCTION.options(), "OP": op, "ACC": TL_DTYPES[acc],
+            "FILL": fill, "INT64": reach > _INT32 or m * splits > _INT32, "BLOCK_M": block_m,
+        }
+        _launch(
+            (programs, splits), source, target, m, n, inner, stride_o, stride_i, stride_n,
+            cols_per_split, splits, scale,
+            MEAN=mean and splits == 1, CAST=TL_DTYPES[cast], BLOCK_N=block_n, **common,
+        )
+        if splits > 1:  # reduce the partials of each row
+            width = triton.next_power_of_2(splits)
+            _launch(
+                (programs, 1), target, out, m, splits, 1, splits, 0, 1, width, 1, scale,
+                MEAN=mean, CAST=TL_DTYPES[acc], BLOCK_N=width, **common,
+            )
+
+    key = (op, str(x.dtype), str(acc), m.bit_length(), n.bit_length())
+    launch(REDUCTION.choose(key, lambda config: bench_ms(lambda: launch(config))))
+
+
+def bench_ms(fn: Any) -> float:
+    """Milliseconds per call of ``fn`` on the device (for choosing among configs)."""
+    from triton.testing import do_bench
+
+    return float(do_bench(fn))
+
+
+def _out_shape(x: torch.Tensor, dims: tuple[int, ...], keepdim: bool) -> list[int]:
+    if keepdim:
+        return [1 if d in dims else s for d, s in enumerate(x.shape)]
+    return [s for d, s in enumerate(x.shape) if d not in dims]
+
+
+def _reduce(
+    x: torch.Tensor, dim: Sequence[int] | None, keepdim: bool, op: int, mean: bool,
+    result: torch.dtype, out: torch.Tensor | None, empty_value: float | None,
+) -> Any:
+    if x.dtype.is_complex or result.is_complex or x.dtype not in TL_DTYPES:
+        return NotImplemented
+    dims = wrap_dims(dim, x.dim())
+    shape = _out_shape(x, dims, keepdim)
+    direct = out is not None and out.dtype == result and list(out.shape) == shape and out.is_contiguous()
+    target = out if direct else torch.empty(shape, dtype=result, device=x.device)
+    if target.numel():
+        if x.numel() == 0:
+            if empty_value is None:
+                return NotImplemented  # ATen raises its own error for an empty max
+            target.fill_(empty_value)
+        else:
+            cast = result if op == _SUM else x.dtype
+            acc = _acc_dtype(result) if op == _SUM else _max_acc(x.dtype)
+            _run(x, dims, target, op, mean, cast, acc)
+    if out is None or direct:
+        return target
+    return _write_out(out, target)
+
+
+def _max_acc(dtype: torch.dtype) -> torch.dtype:
+    if dtype in (torch.float16, torch.bfloat16):
+        return torch.float32
+    return torch.int8 if dtype == torch.bool else dtype
+
+
+def _write_out(out: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
+    if out.shape != result.shape:
+        if out.numel():
+            warnings.warn(
+                f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                f"which does not match the required output shape {list(result.shape)}.",
+                UserWarning, stacklevel=3,
+            )
+        out.resize_(result.shape)
+    return out.copy_(result)
+
+
+def _sum_dtype(x: torch.Tensor, dtype: torch.dtype | None) -> torch.dtype:
+    if dtype is not None:
+        return dtype
+    return x.dtype if x.dtype.is_floating_point or x.dtype.is_complex else torch.int64
+
+
+def _check_out_dtype(out: torch.Tensor, dtype: torch.dtype | None) -> bool:
+    return dtype is None or dtype == out.dtype
+
+
+@aten_op("sum")
+def sum_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Sum of every element; bool and integer inputs sum in int64."""
+    return _reduce(self, None, False, _SUM, False, _sum_dtype(self, dtype), None, 0)
+
+
+@aten_op("sum.dim_IntList")
+def sum_dim(
+    self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """Sum over ``dim`` (``None`` or ``[]``: every dim)."""
+    return _reduce(self, dim, keepdim, _SUM, False, _sum_dtype(self, dtype), None, 0)
+
+
+@aten_op("sum.IntList_out")
+def sum_out(
+    self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = False, *,
+    dtype: torch.dtype | None = None, out: torch.Tensor,
+) -> torch.Tensor:
+    if not _check_out_dtype(out, dtype):
+        return NotImplemented
+    return _reduce(self, dim, keepdim, _SUM, False, out.dtype, out, 0)
+
+
+def _mean_dtype(x: torch.Tensor, dtype: torch.dtype | None) -> torch.dtype | None:
+    result = dtype if dtype is not None else x.dtype
+    return result if result.is_floating_point else None
+
+
+@aten_op("mean")
+def mean_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Mean of every element (floating results only; ATen raises for integers)."""
+    return mean_dim(self, None, False, dtype=dtype)
+
+
+@aten_op("mean.dim")
+def mean_dim(
+    self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    result = _mean_dtype(self, dtype)
+    if result is None:
+        return NotImplemented
+    return _reduce(self, dim, keepdim, _SUM, True, result, None, float("nan"))
+
+
+@aten_op("mean.out")
+def mean_out(
+    self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = False, *,
+    dtype: torch.dtype | None = None, out: torch.Tensor,
+) -> torch.Tensor:
+    if not _check_out_dtype(out, dtype) or _mean_dtype(self, out.dtype) is None:
+        return NotImplemented
+    return _reduce(self, dim, keepdim, _SUM, True, out.dtype, out, float("nan"))
+
+
+@aten_op("amax")
+def amax(self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
+    """Maximum over ``dim`` (``[]``: every dim); NaN wins, as in ATen."""
+    return _reduce(self, dim, keepdim, _MAX, False, self.dtype, None, None)
+
+
+@aten_op("amax.out")
+def amax_out(
+    self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False, *, out: torch.Tensor
+) -> torch.Tensor:
+    if out.dtype != self.dtype:
+        return NotImplemented
+    return _reduce(self, dim, keepdim, _MAX, False, self.dtype, out, None)
+
