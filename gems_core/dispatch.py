@@ -117,16 +117,20 @@ def _register(ops: frozenset[str]) -> _State:
     impls = all_impls()
     library = torch.library.Library("aten", "IMPL")
     served = set()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Warning only once for all operators")
-        for name in sorted(ops):
-            gate = rt.policy.gate_for(name)
-            if gate is not None and not gate:
-                continue  # the backend leaves the whole op to ATen: do not touch it
-            impl = impls[name]
-            op_key = f"Autograd{key}" if impl.autograd else key
-            library.impl(name, _make_kernel(impl, rt, op_key), op_key, with_keyset=True)
-            served.add(name)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Warning only once for all operators")
+            for name in sorted(ops):
+                gate = rt.policy.gate_for(name)
+                if gate is not None and not gate:
+                    continue  # the backend leaves the whole op to ATen: do not touch it
+                impl = impls[name]
+                op_key = f"Autograd{key}" if impl.autograd else key
+                library.impl(name, _make_kernel(impl, rt, op_key), op_key, with_keyset=True)
+                served.add(name)
+    except BaseException:
+        library._destroy()  # no half-registered state survives a failure
+        raise
     return _State(ops=frozenset(served), library=library)
 
 
@@ -165,9 +169,13 @@ def use_gems(
     ops = resolve(include, exclude)
     with _lock:
         previous = _current
-        _stack.append(previous)
         _unregister(previous)
-        _current = _register(ops)
+        try:
+            _current = _register(ops)
+        except BaseException:
+            _current = _register(previous.ops) if previous is not None else None
+            raise
+        _stack.append(previous)
     try:
         yield
     finally:

@@ -96,6 +96,9 @@ def _load(backend: InstalledBackend, target: str) -> None:
             for part in attr.split("."):
                 plugin = getattr(plugin, part)
         backend.manager = _manager_for(plugin, backend.name)
+        for required in ("gems_descriptor", "gems_detect"):
+            if not backend.manager.hook.__dict__[required].get_hookimpls():
+                raise BackendError(f"backend {backend.name!r} does not implement the required hook {required}()")
         descriptor = backend.call("gems_descriptor")
         if not isinstance(descriptor, BackendDescriptor):
             raise BackendError(

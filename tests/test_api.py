@@ -1,0 +1,148 @@
+"""The public switches: enable/disable/use_gems, registered_ops, device, backend()."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gems_core
+from gems_core import dispatch, info, runtime
+from gems_core.registry import all_impls
+
+
+@pytest.fixture(autouse=True)
+def gems_off():
+    gems_core.disable()
+    yield
+    gems_core.disable()
+
+
+def packet(name: str) -> list[str]:
+    """Every overload of the ATen packet ``name`` that gems serves."""
+    return sorted(op for op, impl in all_impls().items() if impl.packet == name)
+
+
+def dispatch_line(op: str) -> str:
+    """The dispatcher's entry for ``op`` on the selected backend's key ("" when none)."""
+    key = runtime.current().selection.execution.dispatch_key
+    dump = torch._C._dispatch_dump(f"aten::{op}")
+    return next((line for line in dump.splitlines() if line.startswith(f"{key}: ")), "")
+
+
+def test_registered_ops_is_empty_when_disabled():
+    assert gems_core.registered_ops() == []
+
+
+def test_enable_and_disable():
+    gems_core.enable()
+    assert "add.Tensor" in gems_core.registered_ops()
+    gems_core.disable()
+    assert gems_core.registered_ops() == []
+
+
+def test_include_overload():
+    gems_core.enable(include="add.Tensor")
+    assert gems_core.registered_ops() == ["add.Tensor"]
+
+
+def test_include_packet_takes_every_overload():
+    gems_core.enable(include="add")
+    assert gems_core.registered_ops() == packet("add")
+    assert {"add.Tensor", "add.Scalar", "add.out"} <= set(packet("add"))
+
+
+def test_exclude_overload_and_packet():
+    gems_core.enable(exclude=["add.Tensor", "mul"])
+    ops = set(gems_core.registered_ops())
+    assert "add.Tensor" not in ops and "add.Scalar" in ops
+    assert not ops & set(packet("mul"))
+    assert "mul_.Tensor" in ops  # the in-place op is a packet of its own
+
+
+def test_unknown_name_names_close_matches():
+    with pytest.raises(ValueError, match=r"'ad\.Tensor'.*close matches: .*add\.Tensor"):
+        gems_core.enable(include="ad.Tensor")
+    assert gems_core.registered_ops() == []
+
+
+def test_use_gems_restores_disabled_state():
+    with gems_core.use_gems(include="add"):
+        assert gems_core.registered_ops() == packet("add")
+    assert gems_core.registered_ops() == []
+
+
+def test_use_gems_restores_previous_state_when_body_raises():
+    gems_core.enable(include="mul")
+    with pytest.raises(RuntimeError, match="boom"), gems_core.use_gems(include="add.Tensor"):
+        assert gems_core.registered_ops() == ["add.Tensor"]
+        raise RuntimeError("boom")
+    assert gems_core.registered_ops() == packet("mul")
+
+
+def test_use_gems_nests():
+    with gems_core.use_gems(include="add"):
+        with gems_core.use_gems(include="add.Tensor"):
+            assert gems_core.registered_ops() == ["add.Tensor"]
+        assert gems_core.registered_ops() == packet("add")
+    assert gems_core.registered_ops() == []
+
+
+def test_use_gems_results_match_aten():
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    expected = torch.add(x, x.t().contiguous().t(), alpha=2)
+    with gems_core.use_gems(include="add.Tensor"):
+        result = torch.add(x, x.t().contiguous().t(), alpha=2)
+    torch.testing.assert_close(result, expected)
+
+
+def test_dispatcher_shows_gems_kernel_only_inside_use_gems():
+    assert "gems_core" not in dispatch_line("add.Tensor")
+    with gems_core.use_gems(include="add.Tensor"):
+        assert "gems_core/dispatch.py" in dispatch_line("add.Tensor")
+        assert "gems_core" not in dispatch_line("mul.Tensor")
+    assert "gems_core" not in dispatch_line("add.Tensor")
+
+
+def test_device_is_the_selected_execution_device():
+    assert gems_core.device == runtime.current().selection.execution.device_type
+    x = torch.ones(2, device=gems_core.device)
+    assert x.device.type == gems_core.device
+
+
+def test_backend_is_the_selected_descriptor():
+    descriptor = gems_core.backend()
+    assert isinstance(descriptor, gems_core.BackendDescriptor)
+    assert descriptor.name == runtime.current().selection.backend.name
+
+
+def test_unknown_module_attribute_raises():
+    with pytest.raises(AttributeError, match="no attribute 'nosuch'"):
+        gems_core.nosuch  # noqa: B018
+
+
+def test_info_reports_runtime_fallbacks_of_this_process():
+    fallbacks = runtime.current().runtime_fallbacks
+    fallbacks["neg.out"] = "KernelCompileError: example"
+    try:
+        report = info.collect()
+    finally:
+        del fallbacks["neg.out"]
+    assert report["policy"]["runtime_fallbacks"] == {"neg.out": "KernelCompileError: example"}
+    assert "neg.out: KernelCompileError: example" in info.render(report)
+
+
+def test_use_gems_that_fails_to_register_keeps_previous_state(monkeypatch):
+    gems_core.enable(include="mul")
+    make_kernel = dispatch._make_kernel
+
+    def failing(impl, rt, key):
+        if impl.name == "add.out":
+            raise RuntimeError("cannot register")
+        return make_kernel(impl, rt, key)
+
+    monkeypatch.setattr(dispatch, "_make_kernel", failing)
+    with pytest.raises(RuntimeError, match="cannot register"), gems_core.use_gems(include="add"):
+        pass
+    assert gems_core.registered_ops() == packet("mul")
+    assert "gems_core" in dispatch_line("mul.Tensor")
+    assert "gems_core" not in dispatch_line("add.Tensor")  # registered before the failure
