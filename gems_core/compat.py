@@ -23,9 +23,43 @@ SUPPORTED_TORCH = ">=2.11,<2.14"
 
 def aten_kernel(op_name: str, dispatch_key: str) -> Callable[..., Any]:
     """ATen's own kernel for ``op_name`` ("aten::add.Tensor") on ``dispatch_key``, captured
-    so gems can call it after overriding that key. Returns ``call(keyset, *args, **kwargs)``."""
-    kernel = torch._C._dispatch_get_computed_kernel_for_dispatch_key(op_name, dispatch_key)
-    return kernel.call_boxed
+    so gems can call it after overriding that key. Returns ``call(keyset, *args, **kwargs)``.
+
+    A Python kernel receives a number where ATen had a "wrapped number" tensor (``x + 2``
+    arrives as ``add.Tensor(x, 2)``), and the boxed call rejects a number there; such numbers
+    go back as 0-d tensors of the promoted dtype, which promote exactly as the wrapped number
+    did."""
+    call = torch._C._dispatch_get_computed_kernel_for_dispatch_key(op_name, dispatch_key).call_boxed
+    packet, _, overload = op_name.removeprefix("aten::").partition(".")
+    schema = getattr(getattr(torch.ops.aten, packet), overload or "default")._schema
+    tensor_args = {
+        i: arg.name for i, arg in enumerate(schema.arguments) if str(arg.type) == "Tensor"
+    }
+    if not tensor_args:
+        return call
+    names = set(tensor_args.values())
+
+    def call_rewrapped(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        args = tuple(
+            _as_tensor(a, tensors) if i in tensor_args and _is_number(a) else a
+            for i, a in enumerate(args)
+        )
+        kwargs = {
+            k: _as_tensor(v, tensors) if k in names and _is_number(v) else v for k, v in kwargs.items()
+        }
+        return call(keyset, *args, **kwargs)
+
+    return call_rewrapped
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (bool, int, float, complex))
+
+
+def _as_tensor(value: Any, tensors: list[torch.Tensor]) -> torch.Tensor:
+    dtype = torch.result_type(tensors[0], value) if tensors else None
+    return torch.tensor(value, dtype=dtype)
 
 
 @functools.cache

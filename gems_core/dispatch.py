@@ -20,9 +20,6 @@ from . import compat, runtime
 from .launch_cache import KernelCompileError, in_interpreted_kernel
 from .registry import OpImpl, all_impls
 
-_DTYPE_NAMES = {"float64": torch.float64, "bfloat16": torch.bfloat16, "int64": torch.int64}
-
-
 @dataclass
 class _State:
     ops: frozenset[str]
@@ -76,11 +73,18 @@ def _tensor_dtypes(values: Iterable[Any]) -> Iterator[torch.dtype]:
             yield from _tensor_dtypes(value)
 
 
+def _torch_dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"{name!r} is not a torch dtype name")
+    return dtype
+
+
 def _make_kernel(impl: OpImpl, rt: runtime.Runtime, dispatch_key: str) -> Callable[..., Any]:
     aten = compat.aten_kernel(f"aten::{impl.name}", dispatch_key)
     fn = rt.policy.overrides.get(impl.name) or impl.fn
     gate = rt.policy.gate_for(impl.name)
-    gated = frozenset(_DTYPE_NAMES[d] for d in gate if d in _DTYPE_NAMES) if gate else frozenset()
+    gated = frozenset(_torch_dtype(d) for d in gate) if gate else frozenset()
     always_aten = gate is not None and not gate
     interpreter = rt.interpreter
     name = impl.name

@@ -1,0 +1,147 @@
+"""The accuracy tier: every op case x dtype x sample against the float64 ATen reference.
+
+A sample is checked as ``tests/test_op_cases.py`` checks it (result dtype equal to ATen's,
+values within the dtype's tolerance of the float64 reference), and gets a status from the
+backend's policy: dtypes the chip lacks are NOT SUPPORTED, gated ops must reach ATen and stay
+correct (FALLBACK), declared deviations turn failures into XFAIL (or XPASS once fixed).
+Outcomes are per sample; :func:`gems_conformance.outcomes.aggregate` folds them into one
+record per sample class.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import torch
+
+import gems_core
+from gems_core import runtime
+
+from . import records as R
+from .cases import OpCase, compare, to_reference
+from .outcomes import SampleOutcome
+from .routing import RouteWatch, implementations
+from .samples import Sample
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def deviation_for(case: OpCase, dtype: str, label: str, kind: str) -> Any:
+    for deviation in runtime.current().policy.deviations:
+        if deviation.kind == kind and any(deviation.applies(op, dtype, label) for op in case.aten):
+            return deviation
+    return None
+
+
+def route(case: OpCase, dtype: str) -> tuple[str, str]:
+    """("run" | "fallback" | "not supported", why) for this case and dtype on this backend."""
+    rt = runtime.current()
+    if dtype in rt.selection.descriptor.dtypes.unsupported():
+        return R.NOT_SUPPORTED, f"{rt.selection.descriptor.name} declares no {dtype} support"
+    policy = rt.policy
+    for op in case.aten:
+        gate = policy.gate_for(op)
+        if gate is not None and (not gate or dtype in gate):
+            why = policy.gate_reasons.get(op) or policy.gate_reasons.get(op.split(".", 1)[0], "")
+            scope = "every dtype" if not gate else dtype
+            return R.FALLBACK, f"{op} gated to ATen for {scope}" + (f": {why}" if why else "")
+    return "run", ""
+
+
+def _results(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def _dtype_mismatch(result: Any, aten_result: Any) -> str:
+    for got, want in zip(_results(result), _results(aten_result)):
+        if isinstance(want, torch.Tensor) and isinstance(got, torch.Tensor) and got.dtype != want.dtype:
+            return f"result dtype {dtype_name(got.dtype)} != ATen's {dtype_name(want.dtype)}"
+    return ""
+
+
+def _error(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+
+
+def check_sample(case: OpCase, sample: Sample, index: int, dtype: str, mode: str, why: str,
+                 codes: frozenset[Any]) -> SampleOutcome:
+    """Run one sample with gems on and compare; the status follows the backend's policy."""
+    start = time.perf_counter()
+    out = SampleOutcome(index, sample.label, R.PASS, description=sample.describe())
+    failure = ""
+    try:
+        aten_result = case.call(*sample.args, **sample.kwargs)
+    except Exception as exc:  # noqa: BLE001 - the case is wrong for this dtype, not the backend
+        out.status, out.message = R.ERROR, f"ATen itself raised on this sample: {_error(exc)}"
+        out.seconds = time.perf_counter() - start
+        return out
+    watch = RouteWatch(codes)
+    try:
+        with watch, gems_core.use_gems():
+            result = case.call(*sample.args, **sample.kwargs)
+        out.served_by = "gems" if watch.hit else "aten"
+        reference = (case.reference or case.call)(*to_reference(sample.args), **to_reference(sample.kwargs))
+        failure = _dtype_mismatch(result, aten_result)
+        if not failure:
+            tolerance = deviation_for(case, dtype, sample.label, "tolerance")
+            override = (tolerance.atol, tolerance.rtol) if tolerance is not None else None
+            if tolerance is not None:
+                out.reason = tolerance.reason
+            comparison = compare(result, reference, case, sample, override)
+            out.max_abs, out.max_rel = comparison.max_abs, comparison.max_rel
+            if not comparison.ok:
+                failure = comparison.message
+        status_if_failed = R.FAIL
+    except Exception as exc:  # noqa: BLE001 - any exception of the op is a result to report
+        failure, status_if_failed = _error(exc), R.ERROR
+    out.seconds = time.perf_counter() - start
+
+    if mode == R.FALLBACK:
+        out.reason = why
+        if watch.hit:
+            out.status, out.message = R.FAIL, "gated to ATen, but gems' implementation ran"
+        elif failure:
+            out.status, out.message = status_if_failed, f"on ATen: {failure}"
+        else:
+            out.status = R.FALLBACK
+        return out
+    expected = deviation_for(case, dtype, sample.label, "xfail")
+    if expected is not None:
+        out.reason = expected.reason
+        out.status, out.message = (R.XFAIL, failure) if failure else (R.XPASS, "")
+    elif failure:
+        out.status, out.message = status_if_failed, failure
+    return out
+
+
+def check_case(case: OpCase, dtype: torch.dtype, profile: str, skip: Iterable[int] = (),
+               on_start: Callable[[int, Sample], None] | None = None) -> Iterator[SampleOutcome]:
+    """Every sample of ``case`` in ``dtype`` on the selected backend's device, in order;
+    indices in ``skip`` are passed over (a re-run after a crash)."""
+    skipped = frozenset(skip)
+    name = dtype_name(dtype)
+    mode, why = route(case, name)
+    impls = implementations(case.aten)
+    codes = frozenset().union(*impls.values()) if impls else frozenset()
+    if mode == "run" and not impls:
+        yield SampleOutcome(0, "all", R.ERROR, message=f"gems implements none of {', '.join(case.aten)}")
+        return
+    device = torch.device(runtime.current().device_type)
+    index = -1
+    try:
+        for index, sample in enumerate(case.samples(dtype, device, profile)):
+            if index in skipped:
+                continue
+            if on_start is not None:
+                on_start(index, sample)
+            if mode == R.NOT_SUPPORTED:
+                yield SampleOutcome(index, sample.label, R.NOT_SUPPORTED, sample.describe(), reason=why)
+            else:
+                yield check_sample(case, sample, index, name, mode, why, codes)
+    except Exception as exc:  # noqa: BLE001 - the sample generator itself failed
+        yield SampleOutcome(index + 1, "samples", R.ERROR, message=f"making samples: {_error(exc)}")
