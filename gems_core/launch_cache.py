@@ -6,6 +6,10 @@ what Triton's specialization looks at: a tensor's dtype and 16-byte alignment, a
 equality to 1, divisibility by 16 and 32/64-bit range; plus the constexprs, the launch
 config and the device.
 
+In compile-only execution (``GEMS_COMPILE_TARGET``, the compile tier) a launch is compiled
+ahead of time for that target by :mod:`gems_core.aot` and not run; a compile failure raises
+:class:`KernelCompileError` as it would on the chip.
+
 Convention for kernels launched through here: runtime arguments first (passed
 positionally), constexprs after them (passed by keyword).
 """
@@ -93,12 +97,28 @@ class LaunchCache:
             finally:
                 _in_interpreted_kernel.active = False
             return
+        entry = self.entry_for(grid3, args, constexprs, config, options)
+        if entry is None:
+            return  # compile-only execution: compiled for the target, nothing to run
+        run, function, packed, tail = entry
+        stream = compat.current_stream(_device_of(args))
+        run(grid3[0], grid3[1], grid3[2], stream, function, packed, None, None, None, *args, *tail)
+
+    def entry_for(
+        self,
+        grid3: tuple[int, int, int],
+        args: tuple[Any, ...],
+        constexprs: Mapping[str, Any],
+        config: KernelConfig | None,
+        options: Mapping[str, Any] | None,
+    ) -> tuple[Any, Any, Any, tuple[Any, ...]] | None:
+        """The compiled kernel for these arguments (compiling on a miss); None where nothing
+        runs (compile-only execution). ``constexprs`` already include the config's."""
         num_warps = config.num_warps if config else 4
         num_stages = config.num_stages if config else 2
         extra = dict(options or {})
         if config is not None and config.options:
             extra.update(config.options)
-        device = _device_of(args)
         key = (
             tuple(map(_arg_key, args)),
             tuple(constexprs.values()),
@@ -106,14 +126,58 @@ class LaunchCache:
             num_warps,
             num_stages,
             tuple(sorted(extra.items())),
-            device,
+            _device_of(args),
         )
         entry = self._entries.get(key)
         if entry is None:
             entry = self._compile(key, grid3, args, constexprs, num_warps, num_stages, extra)
+        return entry
+
+    def bind(
+        self,
+        dynamic: tuple[int, ...],
+        config: KernelConfig | None = None,
+        options: Mapping[str, Any] | None = None,
+        **constexprs: Any,
+    ) -> "BoundLaunch":
+        """A launcher for calls whose arguments differ only at positions ``dynamic`` (data
+        pointers, numbers): the rest of the specialization key is settled once."""
+        return BoundLaunch(self, dynamic, config, options, constexprs)
+
+
+class BoundLaunch:
+    """The per-call fast path: looks up the compiled kernel by the specialization of the
+    dynamic arguments alone and launches it."""
+
+    def __init__(
+        self,
+        cache: LaunchCache,
+        dynamic: tuple[int, ...],
+        config: KernelConfig | None,
+        options: Mapping[str, Any] | None,
+        constexprs: Mapping[str, Any],
+    ) -> None:
+        self.cache = cache
+        self.dynamic = dynamic
+        self.config = config
+        self.options = options
+        self.constexprs = {**(config.params if config else {}), **constexprs}
+        self._entries: dict[Any, tuple[Any, Any, Any, tuple[Any, ...]]] = {}
+
+    def __call__(self, grid3: tuple[int, int, int], args: tuple[Any, ...], device: int) -> None:
+        if self.cache.interpreted:
+            self.cache(grid3, *args, config=self.config, options=self.options, **self.constexprs)
+            return
+        key = tuple([_arg_key(args[i]) for i in self.dynamic])
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self.cache.entry_for(grid3, args, self.constexprs, self.config, self.options)
+            if entry is None:
+                return
+            self._entries[key] = entry
         run, function, packed, tail = entry
-        stream = compat.current_stream(device)
-        run(grid3[0], grid3[1], grid3[2], stream, function, packed, None, None, None, *args, *tail)
+        run(grid3[0], grid3[1], grid3[2], compat.current_stream(device), function, packed,
+            None, None, None, *args, *tail)
 
     def _compile(
         self,
@@ -124,12 +188,22 @@ class LaunchCache:
         num_warps: int,
         num_stages: int,
         extra: Mapping[str, Any],
-    ) -> tuple[Any, Any, Any, tuple[Any, ...]]:
+    ) -> tuple[Any, Any, Any, tuple[Any, ...]] | None:
         if len(args) != self.runtime_count or set(constexprs) != set(self.constexpr_names):
             raise TypeError(
                 f"{self.name}: pass {self.runtime_count} runtime arguments positionally and the "
                 f"constexprs {self.constexpr_names} by keyword"
             )
+        target = _compile_target()
+        if target is not None:
+            from . import aot
+
+            result = aot.compile_launch(
+                self.kernel, self.name, target, args, constexprs, num_warps, num_stages, extra
+            )
+            if result.error is not None:
+                raise KernelCompileError(f"{self.name}: {result.error}")
+            return None
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -146,6 +220,14 @@ class LaunchCache:
             entry = (compiled.run, compiled.function, compiled.packed_metadata, tail)
             self._entries[key] = entry
             return entry
+
+
+def _compile_target() -> Any:
+    """The Triton target of compile-only execution, or None when kernels run."""
+    from . import runtime
+
+    rt = runtime.peek()
+    return rt.selection.execution.compile_target if rt is not None else None
 
 
 def _device_of(args: tuple[Any, ...]) -> int:

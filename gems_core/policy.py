@@ -57,6 +57,22 @@ def _as_gate(entry: str | OpGate) -> OpGate:
     raise TypeError(f"gems_unsupported_ops entries must be str or OpGate, got {entry!r}")
 
 
+def _accepted_config(
+    kernel: str, config: KernelConfig, accepted: frozenset[str], dropped: list[str]
+) -> KernelConfig:
+    """``config`` without the options the running Triton does not accept (listed in
+    ``dropped``): an emulated chip's options would otherwise fail every compile."""
+    rejected = {k: v for k, v in config.options.items() if k not in accepted}
+    if not rejected:
+        return config
+    for key, value in rejected.items():
+        entry = f"{kernel} (config): {key}={value!r}"
+        if entry not in dropped:
+            dropped.append(entry)
+    kept = {k: v for k, v in config.options.items() if k in accepted}
+    return KernelConfig(config.params, config.num_warps, config.num_stages, kept)
+
+
 def build_policy(selection: Selection) -> Policy:
     backend = selection.backend
     arch = selection.arch
@@ -84,8 +100,11 @@ def build_policy(selection: Selection) -> Policy:
         if not isinstance(override, KernelOverride):
             raise TypeError(f"gems_kernel_overrides entries must be KernelOverride, got {override!r}")
         overrides[override.op] = override.fn
+    kept_configs: dict[str, tuple[KernelConfig, ...]] = {}
+    for name, cfgs in configs.items():
+        kept_configs[name] = tuple(_accepted_config(name, c, accepted, dropped) for c in cfgs)
     return Policy(
-        configs={name: tuple(cfgs) for name, cfgs in configs.items()},
+        configs=kept_configs,
         gates={op: frozenset(d) for op, d in gates.items()},
         gate_reasons=reasons,
         unsupported_dtypes=selection.descriptor.dtypes.unsupported(),

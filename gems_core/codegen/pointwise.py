@@ -45,6 +45,7 @@ TL_DTYPES = {
 }
 _INT32 = 2**31 - 1
 _TEMPLATE_VERSION = 3
+_MAX_PLANS = 4096
 
 POINTWISE = Tunable(
     "pointwise",
@@ -135,7 +136,8 @@ def _generate(
         if kind == "tensor":
             lines.append(f"    v{i} = tl.load({name} + {offset_expr(name)}, mask=mask){cast}")
         elif kind == "f64bits":
-            lines.append(f"    v{i} = {name}.to(tl.float64, bitcast=True){cast}")
+            # small bit patterns (0.0) arrive as int32
+            lines.append(f"    v{i} = {name}.to(tl.int64).to(tl.float64, bitcast=True){cast}")
         else:
             # tl.full, not .to(): the interpreter passes Python floats through unconverted
             value = f"tl.full((BLOCK_SIZE,), {name}, COMPUTE)" if promote else name
@@ -143,7 +145,7 @@ def _generate(
         values.append(f"v{i}")
     for name, kind in extras:
         if kind == "f64bits":
-            lines.append(f"    extra_{name} = extra_{name}.to(tl.float64, bitcast=True)")
+            lines.append(f"    extra_{name} = extra_{name}.to(tl.int64).to(tl.float64, bitcast=True)")
     call_args = ", ".join(values + [f"extra_{name}" for name, _ in extras])
     if num_outputs == 1:
         lines.append(f"    r0 = _fn({call_args})")
@@ -207,6 +209,7 @@ class PointwiseOp:
         SCALAR_FUNCTIONS[self.fn_id] = fn
         self._variants: dict[Any, Any] = {}
         self._promotions: dict[Any, tuple[torch.dtype, torch.dtype]] = {}
+        self._plans: dict[Any, _Plan] = {}
 
     def result_dtypes(self, *operands: Any) -> tuple[torch.dtype, torch.dtype]:
         """(computation dtype, result dtype) under this op's promotion kind, as ATen has.
@@ -233,6 +236,19 @@ class PointwiseOp:
         compute_dtype: torch.dtype | None = None,
         **extras: Any,
     ) -> Any:
+        if out is None and dtype is None and compute_dtype is None:
+            signature = (
+                tuple([
+                    (x.dtype, x.shape, x.stride(), x.device) if isinstance(x, torch.Tensor) else type(x)
+                    for x in operands
+                ]),
+                tuple([type(v) for v in extras.values()]),
+            )
+            plan = self._plans.get(signature)
+            if plan is not None:
+                return plan.run(operands, extras)
+        else:
+            signature = None
         if len(operands) != self.num_inputs:
             raise TypeError(f"{self.name} takes {self.num_inputs} operands, got {len(operands)}")
         tensors = [x for x in operands if isinstance(x, torch.Tensor)]
@@ -258,7 +274,13 @@ class PointwiseOp:
         for size in shape:
             numel *= size
         if numel:
-            self._launch(args, outs, shape, compute, extras)
+            plan = self._plan(args, outs, shape, compute, extras)
+            plan.launch(args, outs, extras)
+            if signature is not None and all(a is x for a, x in zip(args, operands)):
+                plan.result = (shape, tuple(o.stride() for o in outs), result, device)
+                if len(self._plans) >= _MAX_PLANS:  # e.g. a new shape per decode step
+                    self._plans.clear()
+                self._plans[signature] = plan
         if out is None and self.num_outputs == 1:
             return outs[0]
         return outs[0] if self.num_outputs == 1 else tuple(outs)
@@ -301,14 +323,14 @@ class PointwiseOp:
                 o.resize_(shape)
         return outs
 
-    def _launch(
+    def _plan(
         self,
         args: Sequence[Any],
         outs: Sequence[torch.Tensor],
         shape: tuple[int, ...],
         compute: torch.dtype,
         extras: dict[str, Any],
-    ) -> None:
+    ) -> "_Plan":
         tensor_inputs = [a for a in args if isinstance(a, torch.Tensor)]
         strides = [tuple(o.stride()) for o in outs] + [
             broadcast_strides(tuple(t.shape), tuple(t.stride()), shape) for t in tensor_inputs
@@ -329,26 +351,52 @@ class PointwiseOp:
         numel = 1
         for size in merged_shape:
             numel *= size
-        use_int64 = numel > _INT32 or any(
-            max_offset(merged_shape, s) > _INT32 for s in merged
-        )
-        kernel_args: list[Any] = []
-        kernel_args += [a if k == "tensor" else _encode(a, k) for a, k in zip(args, kinds)]
-        kernel_args += outs
-        kernel_args.append(numel)
-        kernel_args += merged_shape[1:]
-        for s in in_strides:
-            kernel_args += s
-        for s in out_strides:
-            kernel_args += s
-        kernel_args += [_encode(extras[e], k) for e, k in extra_kinds]
+        use_int64 = numel > _INT32 or any(max_offset(merged_shape, s) > _INT32 for s in merged)
+        static: list[int] = [numel, *merged_shape[1:]]
+        for s in (*in_strides, *out_strides):
+            static += s
         config = POINTWISE.choose("all")
-        block = config.params["BLOCK_SIZE"]
-        grid = (triton.cdiv(numel, block),)
-        module.launch(
-            grid, *kernel_args, config=config, options=POINTWISE.options(),
+        grid = (triton.cdiv(numel, config.params["BLOCK_SIZE"]), 1, 1)
+        leading = len(args) + len(outs)
+        dynamic = (*range(leading), *range(leading + len(static), leading + len(static) + len(extra_kinds)))
+        bound = module.launch.bind(
+            dynamic, config=config, options=POINTWISE.options(),
             COMPUTE=TL_DTYPES[compute], INT64=use_int64,
         )
+        device = outs[0].device
+        return _Plan(kinds, extra_kinds, tuple(static), bound, grid, device.index or 0)
+
+
+class _Plan:
+    """Everything about a launch that a call signature (dtypes, shapes, strides, devices,
+    scalar types) settles; a repeat call only allocates, encodes numbers and launches."""
+
+    __slots__ = ("kinds", "extra_kinds", "static", "bound", "grid", "device_index", "result")
+
+    def __init__(self, kinds: tuple[str, ...], extra_kinds: tuple[tuple[str, str], ...],
+                 static: tuple[int, ...], bound: Any, grid: tuple[int, int, int], device_index: int) -> None:
+        self.kinds = kinds
+        self.extra_kinds = extra_kinds
+        self.static = static
+        self.bound = bound
+        self.grid = grid
+        self.device_index = device_index
+        self.result: tuple[Any, ...] | None = None
+
+    def launch(self, args: Sequence[Any], outs: Sequence[torch.Tensor], extras: dict[str, Any]) -> None:
+        kernel_args = (
+            *[a if k == "tensor" else _encode(a, k) for a, k in zip(args, self.kinds)],
+            *outs,
+            *self.static,
+            *[_encode(extras[e], k) for e, k in self.extra_kinds],
+        )
+        self.bound(self.grid, kernel_args, self.device_index)
+
+    def run(self, operands: Sequence[Any], extras: dict[str, Any]) -> Any:
+        shape, strides, dtype, device = self.result  # type: ignore[misc]
+        outs = [torch.empty_strided(shape, s, dtype=dtype, device=device) for s in strides]
+        self.launch(operands, outs, extras)
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 def _type_name(dtype: torch.dtype) -> str:

@@ -1,0 +1,1 @@
+"""gems backend for Iluvatar CoreX GPUs: detection, limits and tuned configs, as data."""
