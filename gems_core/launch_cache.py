@@ -17,7 +17,8 @@ positionally), constexprs after them (passed by keyword).
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy
 import torch
@@ -139,45 +140,10 @@ class LaunchCache:
         config: KernelConfig | None = None,
         options: Mapping[str, Any] | None = None,
         **constexprs: Any,
-    ) -> "BoundLaunch":
+    ) -> BoundLaunch:
         """A launcher for calls whose arguments differ only at positions ``dynamic`` (data
         pointers, numbers): the rest of the specialization key is settled once."""
         return BoundLaunch(self, dynamic, config, options, constexprs)
-
-
-class BoundLaunch:
-    """The per-call fast path: looks up the compiled kernel by the specialization of the
-    dynamic arguments alone and launches it."""
-
-    def __init__(
-        self,
-        cache: LaunchCache,
-        dynamic: tuple[int, ...],
-        config: KernelConfig | None,
-        options: Mapping[str, Any] | None,
-        constexprs: Mapping[str, Any],
-    ) -> None:
-        self.cache = cache
-        self.dynamic = dynamic
-        self.config = config
-        self.options = options
-        self.constexprs = {**(config.params if config else {}), **constexprs}
-        self._entries: dict[Any, tuple[Any, Any, Any, tuple[Any, ...]]] = {}
-
-    def __call__(self, grid3: tuple[int, int, int], args: tuple[Any, ...], device: int) -> None:
-        if self.cache.interpreted:
-            self.cache(grid3, *args, config=self.config, options=self.options, **self.constexprs)
-            return
-        key = tuple([_arg_key(args[i]) for i in self.dynamic])
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self.cache.entry_for(grid3, args, self.constexprs, self.config, self.options)
-            if entry is None:
-                return
-            self._entries[key] = entry
-        run, function, packed, tail = entry
-        run(grid3[0], grid3[1], grid3[2], compat.current_stream(device), function, packed,
-            None, None, None, *args, *tail)
 
     def _compile(
         self,
@@ -220,6 +186,41 @@ class BoundLaunch:
             entry = (compiled.run, compiled.function, compiled.packed_metadata, tail)
             self._entries[key] = entry
             return entry
+
+
+class BoundLaunch:
+    """The per-call fast path: looks up the compiled kernel by the specialization of the
+    dynamic arguments alone and launches it."""
+
+    def __init__(
+        self,
+        cache: LaunchCache,
+        dynamic: tuple[int, ...],
+        config: KernelConfig | None,
+        options: Mapping[str, Any] | None,
+        constexprs: Mapping[str, Any],
+    ) -> None:
+        self.cache = cache
+        self.dynamic = dynamic
+        self.config = config
+        self.options = options
+        self.constexprs = {**(config.params if config else {}), **constexprs}
+        self._entries: dict[Any, tuple[Any, Any, Any, tuple[Any, ...]]] = {}
+
+    def __call__(self, grid3: tuple[int, int, int], args: tuple[Any, ...], device: int) -> None:
+        if self.cache.interpreted:
+            self.cache(grid3, *args, config=self.config, options=self.options, **self.constexprs)
+            return
+        key = tuple([_arg_key(args[i]) for i in self.dynamic])
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self.cache.entry_for(grid3, args, self.constexprs, self.config, self.options)
+            if entry is None:
+                return
+            self._entries[key] = entry
+        run, function, packed, tail = entry
+        run(grid3[0], grid3[1], grid3[2], compat.current_stream(device), function, packed,
+            None, None, None, *args, *tail)
 
 
 def _compile_target() -> Any:

@@ -6,10 +6,10 @@ never at import: importing gems_core has no side effects beyond defining names.
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 
+from . import compat
 from .policy import Policy, build_policy
 from .selection import Selection, select
 
@@ -29,6 +29,11 @@ class Runtime:
     def device_type(self) -> str:
         return self.selection.execution.device_type
 
+    @property
+    def compile_only(self) -> bool:
+        """Kernels are compiled for ``execution.compile_target``, never run (compile tier)."""
+        return self.selection.execution.compile_target is not None
+
 
 _runtime: Runtime | None = None
 _lock = threading.Lock()
@@ -44,10 +49,15 @@ def current() -> Runtime:
                 if selection.execution.interpreter:
                     # Triton decides interpreter-or-compiler when a kernel is defined, so this
                     # must be set before any op module is imported.
-                    os.environ["TRITON_INTERPRET"] = "1"
+                    compat.use_interpreter()
+                elif selection.execution.compile_target is not None:
                     import triton
 
-                    triton.knobs.runtime.interpret = True
+                    if triton.knobs.runtime.interpret:
+                        raise RuntimeError(
+                            "GEMS_COMPILE_TARGET compiles kernels, which the Triton interpreter "
+                            "does not: unset TRITON_INTERPRET"
+                        )
                 _runtime = Runtime(selection=selection, policy=build_policy(selection))
     return _runtime
 

@@ -8,6 +8,11 @@ Rules (explicit selection beats guessing):
 * unset: the one non-built-in backend whose hardware is detected; two detected raise and ask
   for ``GEMS_DEVICE``; none selects the built-in ``cpu`` reference backend.
 * plugins that failed to load and are not selected are skipped with a warning.
+* ``GEMS_COMPILE_TARGET=<backend>:<arch>[:<warp size>]`` (with ``GEMS_DEVICE``): compile-only
+  execution, for the compile tier (``python -m gems_core.compile_check``). The backend's
+  policy applies, tensors live on the CPU, and each kernel launch is compiled ahead of time
+  for that Triton target instead of being run. The warp size may be left out for a target
+  the backend's descriptor lists.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Mapping
 
 import torch
 
-from .contract import BackendDescriptor
+from .contract import BackendDescriptor, TritonTarget
 from .plugins import BackendError, InstalledBackend, check_triton_range, discover
 
 
@@ -31,6 +36,8 @@ class Execution:
     dispatch_key: str
     interpreter: bool
     triton_backend: str | None  # the Triton backend compiling kernels; None = interpreter
+    #: compile-only execution: launches are compiled for this target, never run
+    compile_target: TritonTarget | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,7 @@ def select(environ: Mapping[str, str] | None = None) -> Selection:
     installed = discover()
     requested = (environ.get("GEMS_DEVICE") or "").strip()
     emulate = _truthy(environ.get("GEMS_EMULATE"))
+    compile_target = (environ.get("GEMS_COMPILE_TARGET") or "").strip()
 
     if requested:
         backend = installed.get(requested)
@@ -103,8 +111,12 @@ def select(environ: Mapping[str, str] | None = None) -> Selection:
                 f"GEMS_DEVICE={requested!r} selects a backend that failed to load: {backend.error}"
             )
         _warn_failed(installed, requested)
+        if compile_target:
+            return _select_compile_only(backend, installed, compile_target)
         return _select_explicit(backend, installed, emulate)
 
+    if compile_target:
+        raise BackendError("GEMS_COMPILE_TARGET needs GEMS_DEVICE to name the backend to compile for")
     if emulate:
         raise BackendError("GEMS_EMULATE=1 needs GEMS_DEVICE to name the backend to emulate")
     _warn_failed(installed, "")
@@ -173,3 +185,56 @@ def _detection_hint(backend: InstalledBackend) -> str:
     if backend.descriptor.detection:
         return f"looked for: {backend.descriptor.detection}"
     return "its gems_detect() returned None"
+
+
+def compile_targets(descriptor: BackendDescriptor) -> tuple[TritonTarget, ...]:
+    """The targets the compile tier checks for a backend: its ``compile_targets``, else its
+    ``target``."""
+    return tuple(descriptor.compile_targets) or (descriptor.target,)
+
+
+def parse_target(spec: str, descriptor: BackendDescriptor | None = None) -> TritonTarget:
+    """``"cuda:90"``, ``"hip:gfx942:64"``: a Triton target. A missing warp size is taken from
+    the descriptor's targets with the same backend and arch."""
+    parts = spec.strip().split(":")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise BackendError(f"a Triton target reads <backend>:<arch>[:<warp size>], not {spec!r}")
+    backend, arch_text = parts[0], parts[1]
+    arch: int | str = int(arch_text) if arch_text.isdigit() else arch_text
+    if len(parts) == 3:
+        return TritonTarget(backend, arch, int(parts[2]))
+    known = compile_targets(descriptor) if descriptor is not None else ()
+    for target in known:
+        if target.backend == backend and str(target.arch) == arch_text:
+            return target
+    listed = ", ".join(format_target(t) for t in known) or "none"
+    raise BackendError(
+        f"target {spec!r} is not one the backend lists ({listed}); give its warp size as "
+        f"{spec}:<warp size>"
+    )
+
+
+def format_target(target: TritonTarget) -> str:
+    return f"{target.backend}:{target.arch}"
+
+
+def _select_compile_only(
+    backend: InstalledBackend, installed: Mapping[str, InstalledBackend], spec: str
+) -> Selection:
+    descriptor = backend.descriptor
+    assert descriptor is not None
+    target = parse_target(spec, descriptor)
+    if not backend.builtin:
+        check_triton_range(descriptor)
+    return Selection(
+        backend=backend,
+        descriptor=descriptor,
+        arch=str(target.arch),
+        device_name=f"{descriptor.vendor} (compile only, for {format_target(target)})",
+        reason=f"GEMS_DEVICE={backend.name} with GEMS_COMPILE_TARGET={spec}",
+        emulated=True,
+        execution=Execution(
+            "cpu", "CPU", interpreter=False, triton_backend=target.backend, compile_target=target
+        ),
+        installed=installed,
+    )

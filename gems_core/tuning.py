@@ -10,14 +10,35 @@ from __future__ import annotations
 
 import re
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from . import compat, runtime
 from .contract import KernelConfig
 from .disk_cache import cache_dir, merge_json, read_json
 
 _TUNABLES: dict[str, "Tunable"] = {}
+#: set by :func:`forcing` (tools only): picks every tunable's config, bypassing the choice
+_forced_pick: "Callable[[Tunable], KernelConfig] | None" = None
+
+
+@contextmanager
+def forcing(pick: Callable[["Tunable"], KernelConfig]) -> Iterator[None]:
+    """Inside the block every tunable kernel uses ``pick(tunable)`` instead of its chosen
+    config (nothing is remembered). Process-wide; for tools that walk every config, such as
+    the compile check."""
+    global _forced_pick
+    previous, _forced_pick = _forced_pick, pick
+    try:
+        yield
+    finally:
+        _forced_pick = previous
+
+
+def cacheable() -> bool:
+    """False while :func:`forcing` overrides choices: per-call plans must not keep them."""
+    return _forced_pick is None
 
 
 def tunables() -> dict[str, "Tunable"]:
@@ -61,6 +82,8 @@ class Tunable:
 
     def choose(self, key: object, bench: Callable[[KernelConfig], float] | None = None) -> KernelConfig:
         """The config for shape bucket ``key``; ``bench(config)`` returns milliseconds."""
+        if _forced_pick is not None:
+            return _forced_pick(self)
         chosen = self._chosen.get(key)
         if chosen is not None:
             return chosen
@@ -73,7 +96,8 @@ class Tunable:
 
     def _choose(self, key: object, bench: Callable[[KernelConfig], float] | None) -> KernelConfig:
         configs = self.configs()
-        if len(configs) == 1 or bench is None or runtime.current().interpreter:
+        rt = runtime.current()
+        if len(configs) == 1 or bench is None or rt.interpreter or rt.compile_only:
             return configs[0]
         path = self._cache_path()
         stored = read_json(path).get(repr(key))

@@ -1,0 +1,114 @@
+"""The compile tier: kernels x tuned configs compiled ahead of time for real GPU targets by the
+upstream Triton installed here, with no GPU.
+
+Cost: each check spawns one process per target (run in parallel) that compiles for real.
+The op set is one op case per main kernel family, at the "kernel" dedupe level (each kernel
+function x config once); ``python -m gems_core.compile_check --device nvidia`` runs every op
+case (what it does not reach is reported as not exercised).
+"""
+
+from __future__ import annotations
+
+import pytest
+from plugin_factory import FakePlugin, write_site
+
+from gems_core import TritonTarget
+from gems_core.compile_check import ERROR, OK, check_backend, summarize
+from gems_core.plugins import BackendError
+from gems_core.selection import parse_target
+
+#: one op case per kernel family: pointwise, reduction, mm, softmax (+ backward), norms
+FAMILIES = ("add", "sum", "mm", "softmax_autograd", "layer_norm_backward", "rms_norm")
+#: the same without mm, whose config spaces dominate compile time (several seconds each)
+WITHOUT_MM = tuple(f for f in FAMILIES if f != "mm")
+CUDA_90 = TritonTarget("cuda", 90, 32)
+HIP_GFX942 = TritonTarget("hip", "gfx942", 64)
+NVIDIA_TARGETS = [TritonTarget("cuda", 80, 32), CUDA_90]
+AMD_TARGETS = [TritonTarget("hip", "gfx90a", 64), HIP_GFX942]
+
+
+def _assert_all_compile(records, targets, kernels) -> None:
+    assert {r.target for r in records} == {f"{t.backend}:{t.arch}" for t in targets}
+    failed = [r for r in records if r.failed]
+    assert not failed, summarize(failed)
+    compiled = [r for r in records if r.status == OK]
+    for target in {r.target for r in records}:
+        reached = {r.kernel for r in compiled if r.target == target}
+        assert set(kernels) <= reached, (target, reached)
+    assert all(r.shared is not None and r.registers is not None for r in compiled)
+
+
+def test_cpu_defaults_compile_for_cuda_and_hip() -> None:
+    targets = [CUDA_90, HIP_GFX942]
+    records = check_backend("cpu", targets, ops=FAMILIES, dedupe="kernel")
+    _assert_all_compile(records, targets, ("pointwise", "reduction", "mm", "softmax", "norm"))
+
+
+def test_nvidia_configs_compile_for_sm80_and_sm90() -> None:
+    pytest.importorskip("gems_backend_nvidia")
+    records = check_backend("nvidia", ops=WITHOUT_MM, dedupe="kernel")
+    _assert_all_compile(records, NVIDIA_TARGETS, ("pointwise", "reduction", "softmax", "norm"))
+
+
+def test_amd_configs_compile_for_gfx90a_and_gfx942() -> None:
+    pytest.importorskip("gems_backend_amd")
+    records = check_backend("amd", ops=WITHOUT_MM, dedupe="kernel")
+    _assert_all_compile(records, AMD_TARGETS, ("pointwise", "reduction", "softmax", "norm"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend,targets", [("nvidia", NVIDIA_TARGETS), ("amd", AMD_TARGETS)])
+def test_vendor_mm_configs_compile(backend, targets) -> None:
+    pytest.importorskip(f"gems_backend_{backend}")
+    records = check_backend(backend, ops=("mm",), dedupe="kernel")
+    _assert_all_compile(records, targets, ("mm",))
+
+
+REJECTING = FakePlugin(
+    name="rejecting",
+    hooks='''
+    @hookimpl
+    def gems_tuned_configs(arch):
+        return {"pointwise": [
+            KernelConfig({"BLOCK_SIZE": 1024}, num_warps=4),
+            # ptxas refuses the flag: a real compile failure of this config only
+            KernelConfig({"BLOCK_SIZE": 512}, num_warps=4,
+                         options={"ptx_options": "--no-such-ptxas-flag"}),
+            # not a power of two: Triton's option check refuses it
+            KernelConfig({"BLOCK_SIZE": 256}, num_warps=3),
+        ]}
+
+
+    @hookimpl
+    def gems_compiler_options(arch):
+        return {"pointwise": {"no_such_option": 1}}
+    ''',
+)
+
+
+def test_configs_the_compiler_rejects_are_error_records(tmp_path, monkeypatch) -> None:
+    site = write_site(tmp_path / "site", REJECTING)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    records = check_backend("rejecting", ops=("add",), dedupe="kernel")
+    by_block: dict[str, set[str]] = {}
+    for r in records:
+        if r.kernel == "pointwise" and r.function:
+            by_block.setdefault(r.config.split(",")[0], set()).add(r.status)
+    assert by_block["BLOCK_SIZE=1024"] == {OK}
+    assert by_block["BLOCK_SIZE=512"] == {ERROR}
+    assert by_block["BLOCK_SIZE=256"] == {ERROR}
+    messages = {r.config.split(",")[0]: r.message for r in records if r.status == ERROR and r.function}
+    assert "no-such-ptxas-flag" in messages["BLOCK_SIZE=512"]
+    assert "power of 2" in messages["BLOCK_SIZE=256"]
+    dropped = [r for r in records if r.config == "no_such_option=1"]
+    assert len(dropped) == 1 and dropped[0].status == ERROR and dropped[0].kernel == "pointwise"
+
+
+def test_targets_parse_with_the_descriptors_warp_size() -> None:
+    from gems_core.backends.cpu import DESCRIPTOR
+
+    assert parse_target("hip:gfx942:64") == HIP_GFX942
+    assert parse_target("cuda:90:32", DESCRIPTOR) == CUDA_90
+    with pytest.raises(BackendError, match="warp size"):
+        parse_target("cuda:90", DESCRIPTOR)
