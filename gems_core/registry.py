@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
 _IMPLS: dict[str, "OpImpl"] = {}
+#: op module -> why it failed to import (shown by ``python -m gems_core info``)
+FAILED_MODULES: dict[str, str] = {}
 _loaded = False
 
 
@@ -73,7 +76,12 @@ def load_ops() -> dict[str, OpImpl]:
         runtime.current()  # kernels must be defined after the interpreter setting is known
 
         for info in pkgutil.iter_modules(ops.__path__):
-            importlib.import_module(f"{ops.__name__}.{info.name}")
+            name = f"{ops.__name__}.{info.name}"
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # one broken op module must not take the others down
+                FAILED_MODULES[name] = f"{type(exc).__name__}: {exc}"
+                warnings.warn(f"gems: op module {name} failed to load: {exc}", RuntimeWarning, stacklevel=2)
         _loaded = True
     return _IMPLS
 

@@ -1,4 +1,5 @@
-"""sum, mean and amax over any set of dims, with their out= overloads.
+"""sum, mean and amax over any set of dims, with their out= overloads; the kernel (with its
+MIN and PROD ops) and the layout helpers also serve prod, min, all and any elsewhere.
 
 The reduced dims of any layout are seen as one strided axis of length N and the kept dims as
 at most two strided axes (``outer``, ``inner``), so reducing a dim that is not innermost, a
@@ -28,10 +29,11 @@ REDUCTION = Tunable(
     "reduction",
     params=("BLOCK_M", "BLOCK_N"),
     defaults=[KernelConfig({"BLOCK_M": 4, "BLOCK_N": 256}, num_warps=4)],
-    description="sum/mean/amax: BLOCK_M output rows per program, BLOCK_N reduced elements per step",
+    description="sum/mean/amax/prod and the reductions built on them: BLOCK_M output rows per "
+    "program, BLOCK_N reduced elements per step",
 )
 
-_SUM, _MAX = 0, 1
+SUM, MAX, MIN, PROD = 0, 1, 2, 3  # the OP of _reduce_kernel
 _INT32 = 2**31 - 1
 _MAX_SPLITS = 128
 
@@ -50,6 +52,16 @@ def max_nan_combine(a, b):
 
 
 @triton.jit
+def min_nan_combine(a, b):
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def mul_combine(a, b):
+    return a * b
+
+
+@triton.jit
 def _reduce_kernel(
     x_ptr,  # (OUTER, INNER) kept x (N) reduced, read through strides; row m = o * INNER + i
     out_ptr,  # (M, splits) contiguous: one value per row and split
@@ -62,7 +74,7 @@ def _reduce_kernel(
     cols_per_split,
     splits,
     scale,
-    OP: tl.constexpr,  # _SUM or _MAX
+    OP: tl.constexpr,  # SUM, MAX, MIN or PROD
     MEAN: tl.constexpr,
     CAST: tl.constexpr,  # values are rounded to this dtype first (ATen's dtype= semantics)
     ACC: tl.constexpr,
@@ -72,7 +84,7 @@ def _reduce_kernel(
     BLOCK_N: tl.constexpr,
 ):
     # out[m, s] = OP over n in split s of x[m, n]  (times scale for a mean's last pass);
-    # max propagates NaN.
+    # max and min propagate NaN.
     pid = tl.program_id(0)
     split = tl.program_id(1)
     rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -91,14 +103,22 @@ def _reduce_kernel(
         x = x.to(CAST).to(ACC)
         if OP == 0:
             acc += x
-        else:
+        elif OP == 1:
             acc = max_nan_combine(acc, x)
+        elif OP == 2:
+            acc = min_nan_combine(acc, x)
+        else:
+            acc *= x
     if OP == 0:
         result = tl.reduce(acc, 1, add_combine)
         if MEAN:
             result = result * scale
-    else:
+    elif OP == 1:
         result = tl.reduce(acc, 1, max_nan_combine)
+    elif OP == 2:
+        result = tl.reduce(acc, 1, min_nan_combine)
+    else:
+        result = tl.reduce(acc, 1, mul_combine)
     tl.store(out_ptr + rows * splits + split, result.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 
@@ -142,7 +162,7 @@ def _merge(axes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def _view(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, list[int]]:
+def reduction_view(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, list[int]]:
     """(tensor, [inner, stride_o, stride_i, stride_n]) describing ``x`` as rows x reduced."""
     kept = [d for d in range(x.dim()) if d not in dims]
     kept_axes = _merge([(x.size(d), x.stride(d)) for d in kept])
@@ -157,41 +177,61 @@ def _view(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, list[in
     return dense, [1, n, 0, 1]
 
 
-def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+def acc_dtype(dtype: torch.dtype) -> torch.dtype:
     if dtype.is_floating_point:
         return torch.float64 if dtype == torch.float64 else torch.float32
     return torch.int64
 
 
 def _fill(op: int, dtype: torch.dtype) -> Any:
-    if op == _SUM:
-        return 0.0 if dtype.is_floating_point else 0
+    """The identity of ``op`` in ``dtype``."""
+    if op in (SUM, PROD):
+        value = 0 if op == SUM else 1
+        return float(value) if dtype.is_floating_point else value
     if dtype.is_floating_point:
-        return float("-inf")
-    return torch.iinfo(dtype).min if dtype != torch.bool else 0
+        return float("-inf") if op == MAX else float("inf")
+    if dtype == torch.bool:
+        return 0 if op == MAX else 1
+    return torch.iinfo(dtype).min if op == MAX else torch.iinfo(dtype).max
 
 
-def _run(
+def index_reach(m: int, n: int, inner: int, stride_o: int, stride_i: int, stride_n: int) -> int:
+    """An upper bound of the element offsets a kernel reading rows x reduced computes."""
+    return m + n + (m - 1) * abs(stride_o) + (inner - 1) * abs(stride_i) + (n - 1) * abs(stride_n)
+
+
+def split_plan(m: int, n: int, block_m: int, block_n: int) -> tuple[int, int, int, int, int]:
+    """(block_m, block_n, programs, splits, cols_per_split) for ``m`` rows of ``n``: short
+    outputs of long rows split each row over several programs."""
+    block_m = min(block_m, triton.next_power_of_2(m))
+    block_n = min(block_n, triton.next_power_of_2(n))
+    programs = triton.cdiv(m, block_m)
+    splits = 1
+    if programs < 32 and n > 4 * block_n:
+        splits = min(_MAX_SPLITS, triton.cdiv(n, 4 * block_n))
+    cols_per_split = triton.cdiv(triton.cdiv(n, splits), block_n) * block_n
+    return block_m, block_n, programs, triton.cdiv(n, cols_per_split), cols_per_split
+
+
+def reduce_into(
     x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, op: int, mean: bool,
     cast: torch.dtype, acc: torch.dtype,
 ) -> None:
-    """Reduce ``x`` over ``dims`` into the contiguous ``out`` (kept dims in order)."""
+    """Reduce ``x`` over ``dims`` into the contiguous ``out`` (kept dims in order): values
+    are rounded to ``cast``, then combined by ``op`` in ``acc``."""
     n = math.prod(x.size(d) for d in dims)
     m = out.numel()
-    source, (inner, stride_o, stride_i, stride_n) = _view(x, dims)
-    reach = m + n + (m - 1) * abs(stride_o) + (inner - 1) * abs(stride_i) + (n - 1) * abs(stride_n)
-    fill = _fill(op, acc if op == _SUM else x.dtype)
+    source, (inner, stride_o, stride_i, stride_n) = reduction_view(x, dims)
+    reach = index_reach(m, n, inner, stride_o, stride_i, stride_n)
+    fill = _fill(op, acc if op in (SUM, PROD) else cast)
+    if x.dtype.is_floating_point:
+        fill = float(fill)  # an int ``other=`` of a bf16 load reads as raw bits in the interpreter
     scale = 1.0 / n
 
     def launch(config: KernelConfig) -> None:
-        block_m = min(config.params["BLOCK_M"], triton.next_power_of_2(m))
-        block_n = min(config.params["BLOCK_N"], triton.next_power_of_2(n))
-        programs = triton.cdiv(m, block_m)
-        splits = 1
-        if programs < 32 and n > 4 * block_n:
-            splits = min(_MAX_SPLITS, triton.cdiv(n, 4 * block_n))
-        cols_per_split = triton.cdiv(triton.cdiv(n, splits), block_n) * block_n
-        splits = triton.cdiv(n, cols_per_split)
+        block_m, block_n, programs, splits, cols_per_split = split_plan(
+            m, n, config.params["BLOCK_M"], config.params["BLOCK_N"]
+        )
         target = out if splits == 1 else torch.empty((m, splits), dtype=acc, device=x.device)
         common: dict[str, Any] = {
             "config": config, "options": REDUCTION.options(), "OP": op, "ACC": TL_DTYPES[acc],
@@ -220,20 +260,20 @@ def bench_ms(fn: Any) -> float:
     return float(do_bench(fn))
 
 
-def _out_shape(x: torch.Tensor, dims: tuple[int, ...], keepdim: bool) -> list[int]:
+def out_shape(x: torch.Tensor, dims: tuple[int, ...], keepdim: bool) -> list[int]:
     if keepdim:
         return [1 if d in dims else s for d, s in enumerate(x.shape)]
     return [s for d, s in enumerate(x.shape) if d not in dims]
 
 
-def _reduce(
+def reduce_dims(
     x: torch.Tensor, dim: Sequence[int] | None, keepdim: bool, op: int, mean: bool,
     result: torch.dtype, out: torch.Tensor | None, empty_value: float | None,
 ) -> Any:
     if x.dtype.is_complex or result.is_complex or x.dtype not in TL_DTYPES:
         return NotImplemented
     dims = wrap_dims(dim, x.dim())
-    shape = _out_shape(x, dims, keepdim)
+    shape = out_shape(x, dims, keepdim)
     direct = out is not None and out.dtype == result and list(out.shape) == shape and out.is_contiguous()
     target = out if direct else torch.empty(shape, dtype=result, device=x.device)
     if target.numel():
@@ -242,12 +282,13 @@ def _reduce(
                 return NotImplemented  # ATen raises its own error for an empty max
             target.fill_(empty_value)
         else:
-            cast = result if op == _SUM else x.dtype
-            acc = _acc_dtype(result) if op == _SUM else _max_acc(x.dtype)
-            _run(x, dims, target, op, mean, cast, acc)
+            if op in (SUM, PROD):
+                reduce_into(x, dims, target, op, mean, result, acc_dtype(result))
+            else:
+                reduce_into(x, dims, target, op, mean, x.dtype, _max_acc(x.dtype))
     if out is None or direct:
         return target
-    return _write_out(out, target)
+    return write_out(out, target)
 
 
 def _max_acc(dtype: torch.dtype) -> torch.dtype:
@@ -256,7 +297,7 @@ def _max_acc(dtype: torch.dtype) -> torch.dtype:
     return torch.int8 if dtype == torch.bool else dtype
 
 
-def _write_out(out: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
+def write_out(out: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
     if out.shape != result.shape:
         if out.numel():
             warnings.warn(
@@ -281,7 +322,7 @@ def _check_out_dtype(out: torch.Tensor, dtype: torch.dtype | None) -> bool:
 @aten_op("sum")
 def sum_all(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Sum of every element; bool and integer inputs sum in int64."""
-    return _reduce(self, None, False, _SUM, False, _sum_dtype(self, dtype), None, 0)
+    return reduce_dims(self, None, False, SUM, False, _sum_dtype(self, dtype), None, 0)
 
 
 @aten_op("sum.dim_IntList")
@@ -289,7 +330,7 @@ def sum_dim(
     self: torch.Tensor, dim: Sequence[int] | None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> torch.Tensor:
     """Sum over ``dim`` (``None`` or ``[]``: every dim)."""
-    return _reduce(self, dim, keepdim, _SUM, False, _sum_dtype(self, dtype), None, 0)
+    return reduce_dims(self, dim, keepdim, SUM, False, _sum_dtype(self, dtype), None, 0)
 
 
 @aten_op("sum.IntList_out")
@@ -299,7 +340,7 @@ def sum_out(
 ) -> torch.Tensor:
     if not _check_out_dtype(out, dtype):
         return NotImplemented
-    return _reduce(self, dim, keepdim, _SUM, False, out.dtype, out, 0)
+    return reduce_dims(self, dim, keepdim, SUM, False, out.dtype, out, 0)
 
 
 def _mean_dtype(x: torch.Tensor, dtype: torch.dtype | None) -> torch.dtype | None:
@@ -320,7 +361,7 @@ def mean_dim(
     result = _mean_dtype(self, dtype)
     if result is None:
         return NotImplemented
-    return _reduce(self, dim, keepdim, _SUM, True, result, None, float("nan"))
+    return reduce_dims(self, dim, keepdim, SUM, True, result, None, float("nan"))
 
 
 @aten_op("mean.out")
@@ -330,13 +371,13 @@ def mean_out(
 ) -> torch.Tensor:
     if not _check_out_dtype(out, dtype) or _mean_dtype(self, out.dtype) is None:
         return NotImplemented
-    return _reduce(self, dim, keepdim, _SUM, True, out.dtype, out, float("nan"))
+    return reduce_dims(self, dim, keepdim, SUM, True, out.dtype, out, float("nan"))
 
 
 @aten_op("amax")
 def amax(self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False) -> torch.Tensor:
     """Maximum over ``dim`` (``[]``: every dim); NaN wins, as in ATen."""
-    return _reduce(self, dim, keepdim, _MAX, False, self.dtype, None, None)
+    return reduce_dims(self, dim, keepdim, MAX, False, self.dtype, None, None)
 
 
 @aten_op("amax.out")
@@ -345,5 +386,5 @@ def amax_out(
 ) -> torch.Tensor:
     if out.dtype != self.dtype:
         return NotImplemented
-    return _reduce(self, dim, keepdim, _MAX, False, self.dtype, out, None)
+    return reduce_dims(self, dim, keepdim, MAX, False, self.dtype, out, None)
 

@@ -25,8 +25,9 @@ ORDERED = samples.FLOAT_DTYPES + (torch.int32, torch.int64)
 
 def arg_samples(dtype: torch.dtype, device: torch.device | str, profile: str) -> Iterator[Sample]:
     yield from single_dim_samples(dtype, device, profile, empty_rows=False)
-    ties = samples.make_tensor((3, 70), dtype, device, 61, low=-2, high=3).round()
-    ties[0, 5] = ties[0, 60] = 9
+    ties = samples.make_tensor((3, 70), dtype, device, 61, low=-2, high=3)
+    ties = ties.round() if dtype.is_floating_point else ties
+    ties[0, 5] = ties[0, 60] = 9 if dtype != torch.bool else True
     yield Sample("ties", (ties,), {"dim": 1})
     long_row = samples.make_tensor((2, 5000), dtype, device, 67)
     long_row[0, 4097] = 20

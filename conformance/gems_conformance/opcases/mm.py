@@ -27,7 +27,9 @@ SHAPES = {
 }
 
 
-def _operand(label: str, shape: tuple[int, int], dt: torch.dtype, dev: Any, seed: int) -> torch.Tensor:
+def _operand(
+    label: str, shape: tuple[int, int], dt: torch.dtype, dev: Any, seed: int
+) -> torch.Tensor:
     # entries in [-1, 1] keep results O(1), the scale the tolerance table's atol assumes;
     # wider entries make near-zero results (cancellation) fail on rounding alone
     rows, cols = shape
@@ -43,15 +45,27 @@ def _operand(label: str, shape: tuple[int, int], dt: torch.dtype, dev: Any, seed
 def _pairs(dt: torch.dtype, dev: Any, p: str) -> Iterator[Sample]:
     """(mat1, mat2) samples."""
     # (mat1's layout, mat2's layout): every pairing of row- and column-major operands meets
-    layouts = [("contiguous", "contiguous"), ("transposed", "transposed"), ("transposed", "contiguous"),
-               ("contiguous", "transposed"), ("strided", "transposed"), ("expanded", "strided")]
+    layouts = [
+        ("contiguous", "contiguous"),
+        ("transposed", "transposed"),
+        ("transposed", "contiguous"),
+        ("contiguous", "transposed"),
+        ("strided", "transposed"),
+        ("expanded", "strided"),
+    ]
     for n, (m, k, nn) in enumerate(SHAPES[p]):
         for i, (first, second) in enumerate(layouts):
             a = _operand(first, (m, k), dt, dev, 100 * n + i)
             b = _operand(second, (k, nn), dt, dev, 100 * n + 50 + i)
             yield Sample(first if first != "contiguous" else second, (a, b))
-    yield Sample("empty", (_operand("contiguous", (4, 0), dt, dev, 1), _operand("contiguous", (0, 5), dt, dev, 2)))
-    yield Sample("empty", (_operand("contiguous", (0, 6), dt, dev, 3), _operand("contiguous", (6, 5), dt, dev, 4)))
+    yield Sample(
+        "empty",
+        (_operand("contiguous", (4, 0), dt, dev, 1), _operand("contiguous", (0, 5), dt, dev, 2)),
+    )
+    yield Sample(
+        "empty",
+        (_operand("contiguous", (0, 6), dt, dev, 3), _operand("contiguous", (6, 5), dt, dev, 4)),
+    )
     a = _operand("contiguous", (6, 9), dt, dev, 5)
     a[0, 0], a[1, 1], a[2, 2] = float("nan"), float("inf"), float("-inf")
     yield Sample("special", (a, _operand("contiguous", (9, 4), dt, dev, 6)))
@@ -91,9 +105,27 @@ def _nan_input(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tenso
 
 register(OpCase("mm", ("mm",), lambda a, b: torch.mm(a, b), _pairs, DTYPES, reduction_length=_k(0)))
 register(OpCase("mm_out", ("mm.out",), _mm_out, _pairs, DTYPES, reduction_length=_k(0)))
-register(OpCase("addmm", ("addmm",), lambda c, a, b: torch.addmm(c, a, b), _triples, DTYPES,
-                reduction_length=_k(1)))
-register(OpCase("addmm_scaled", ("addmm",), lambda c, a, b: torch.addmm(c, a, b, beta=-1.5, alpha=0.25),
-                _triples, DTYPES, reduction_length=_k(1)))
+register(
+    OpCase(
+        "addmm",
+        ("addmm",),
+        lambda c, a, b: torch.addmm(c, a, b),
+        _triples,
+        DTYPES,
+        reduction_length=_k(1),
+    )
+)
+register(
+    OpCase(
+        "addmm_scaled",
+        ("addmm",),
+        lambda c, a, b: torch.addmm(c, a, b, beta=-1.5, alpha=0.25),
+        _triples,
+        DTYPES,
+        reduction_length=_k(1),
+    )
+)
 register(OpCase("addmm_beta0", ("addmm",), _nan_input, _triples, DTYPES, reduction_length=_k(1)))
-register(OpCase("addmm_out", ("addmm.out",), _addmm_in_place, _triples, DTYPES, reduction_length=_k(1)))
+register(
+    OpCase("addmm_out", ("addmm.out",), _addmm_in_place, _triples, DTYPES, reduction_length=_k(1))
+)

@@ -48,15 +48,60 @@ def _out(c: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> Any:
     return torch.where(c, x, y, out=out)
 
 
-register(OpCase("where", ("where.self",), lambda c, x, y: torch.where(c, x, y),
-                _conditions, samples.ALL_DTYPES, compare="exact"))
-register(OpCase("where_mixed", ("where.self",), lambda c, x, y: torch.where(c, x, y.to(torch.float32)),
-                _conditions, (torch.float16, torch.bfloat16, torch.int32, torch.bool), compare="exact"))
-register(OpCase("where_out", ("where.self_out",), _out, _conditions,
-                (torch.float32, torch.float16, torch.int64, torch.bool), compare="exact"))
-register(OpCase("where_scalar_self", ("where.ScalarSelf",), lambda c, y: torch.where(c, 2.5, y),
-                _one_operand, samples.ALL_DTYPES))
-register(OpCase("where_scalar_other", ("where.ScalarOther",), lambda c, x: torch.where(c, x, -3),
-                _one_operand, samples.ALL_DTYPES))
-register(OpCase("where_scalars", ("where.Scalar",), lambda c: torch.where(c, 1.5, -2),
-                _condition_only, (torch.float32,)))
+register(
+    OpCase(
+        "where",
+        ("where.self",),
+        lambda c, x, y: torch.where(c, x, y),
+        _conditions,
+        samples.ALL_DTYPES,
+        compare="exact",
+    )
+)
+register(
+    OpCase(
+        "where_mixed",
+        ("where.self",),
+        lambda c, x, y: torch.where(c, x, y.to(torch.float32)),
+        _conditions,
+        (torch.float16, torch.bfloat16, torch.int32, torch.bool),
+        compare="exact",
+    )
+)
+register(
+    OpCase(
+        "where_out",
+        ("where.self_out",),
+        _out,
+        _conditions,
+        (torch.float32, torch.float16, torch.int64, torch.bool),
+        compare="exact",
+    )
+)
+register(
+    OpCase(
+        "where_scalar_self",
+        ("where.ScalarSelf",),
+        lambda c, y: torch.where(c, 2.5, y),
+        _one_operand,
+        samples.ALL_DTYPES,
+    )
+)
+register(
+    OpCase(
+        "where_scalar_other",
+        ("where.ScalarOther",),
+        lambda c, x: torch.where(c, x, -3),
+        _one_operand,
+        samples.ALL_DTYPES,
+    )
+)
+register(
+    OpCase(
+        "where_scalars",
+        ("where.Scalar",),
+        lambda c: torch.where(c, 1.5, -2),
+        _condition_only,
+        (torch.float32,),
+    )
+)

@@ -1,0 +1,243 @@
+"""nll_loss and nll_loss2d, forward and backward: with the log_softmax of
+:mod:`.softmax` this is the whole of ``F.cross_entropy`` (ATen's ``cross_entropy_loss`` is
+a composite of log_softmax and nll_loss; its label smoothing adds sums gems also serves).
+
+The input is seen as (N, C, S) — S = 1 for nll_loss, H*W for nll_loss2d — and the target
+as (N, S). Each (n, s) position contributes ``-w[t] * x[n, t, s]`` with ``t`` its target,
+nothing where ``t == ignore_index``. ``mean`` divides the summed loss by the summed weights
+(NaN when every target is ignored, as in ATen). A target outside [0, C) raises ATen's
+IndexError on a host device and trips a device-side assert elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from ..launch_cache import LaunchCache
+from ..registry import aten_op
+
+_BLOCK = 1024  # positions per program
+_BLOCK_C = 64  # classes per step of the backward
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_NONE, _MEAN, _SUM = 0, 1, 2
+
+
+@triton.jit
+def _nll_forward_kernel(
+    x_ptr,  # (N, C, S) contiguous: log-probabilities
+    target_ptr,  # (N * S,) contiguous int64
+    weight_ptr,  # (C,) when HAS_W
+    loss_ptr,  # (N * S,) when REDUCE is false, else (programs,) partial sums
+    weight_sum_ptr,  # (programs,) partial sums of the weights taken
+    bad_ptr,  # (1,) int32: set when a target is out of range
+    P,
+    C,
+    S,
+    ignore_index,
+    HAS_W: tl.constexpr,
+    REDUCE: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    # loss[p] = -w[t] * x[n, t, s]  for p = n * S + s, t = target[p] != ignore_index
+    pos = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = pos < P
+    t = tl.load(target_ptr + pos, mask=mask, other=ignore_index)
+    take = mask & (t != ignore_index)
+    valid = (t >= 0) & (t < C)
+    tl.store(bad_ptr, 1, mask=tl.sum((take & ~valid).to(tl.int32), 0) > 0)
+    take = take & valid
+    w = tl.full((BLOCK,), 1.0, tl.float32)
+    if HAS_W:
+        w = tl.load(weight_ptr + t, mask=take, other=0.0).to(tl.float32)
+    w = tl.where(take, w, 0.0)
+    x = tl.load(x_ptr + (pos // S) * C * S + t * S + pos % S, mask=take, other=0.0).to(tl.float32)
+    loss = -w * x
+    if REDUCE:
+        pid = tl.program_id(0)
+        tl.store(loss_ptr + pid, tl.sum(loss, 0))
+        tl.store(weight_sum_ptr + pid, tl.sum(w, 0))
+    else:
+        tl.store(loss_ptr + pos, loss.to(loss_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _nll_total_kernel(
+    loss_ptr,  # (R,) float32 partial sums
+    weight_sum_ptr,  # (R,) float32 partial sums
+    out_ptr,  # () the loss
+    total_weight_ptr,  # () the summed weights
+    R,
+    MEAN: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    # out = sum(loss) (/ sum(w) for MEAN)
+    idx = tl.arange(0, BLOCK)
+    loss = tl.full((BLOCK,), 0.0, tl.float32)
+    weight = tl.full((BLOCK,), 0.0, tl.float32)
+    for start in range(0, R, BLOCK):
+        loss += tl.load(loss_ptr + start + idx, mask=start + idx < R, other=0.0)
+        weight += tl.load(weight_sum_ptr + start + idx, mask=start + idx < R, other=0.0)
+    total = tl.sum(loss, 0)
+    total_weight = tl.sum(weight, 0)
+    if MEAN:
+        total = total / total_weight
+    tl.store(out_ptr, total.to(out_ptr.dtype.element_ty))
+    tl.store(total_weight_ptr, total_weight.to(total_weight_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _nll_backward_kernel(
+    grad_ptr,  # (N * S,) contiguous when PER_POSITION, else ()
+    target_ptr,  # (N * S,) contiguous int64
+    weight_ptr,  # (C,) when HAS_W
+    total_weight_ptr,  # () used when MEAN
+    dx_ptr,  # (N, C, S) contiguous
+    P,
+    C,
+    S,
+    ignore_index,
+    HAS_W: tl.constexpr,
+    PER_POSITION: tl.constexpr,
+    MEAN: tl.constexpr,
+    BLOCK: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    # dx[n, c, s] = -w[t] * g (/ total_weight for MEAN) where c == t != ignore_index, else 0
+    pos = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = pos < P
+    t = tl.load(target_ptr + pos, mask=mask, other=ignore_index)
+    take = mask & (t != ignore_index) & (t >= 0) & (t < C)
+    if PER_POSITION:
+        g = tl.load(grad_ptr + pos, mask=mask, other=0.0).to(tl.float32)
+    else:
+        g = tl.load(grad_ptr).to(tl.float32)
+    if MEAN:
+        g = g / tl.load(total_weight_ptr).to(tl.float32)
+    w = tl.full((BLOCK,), 1.0, tl.float32)
+    if HAS_W:
+        w = tl.load(weight_ptr + t, mask=take, other=0.0).to(tl.float32)
+    value = tl.where(take, -w * g, 0.0)
+    base = (pos // S) * C * S + pos % S
+    for start in range(0, C, BLOCK_C):
+        c = start + tl.arange(0, BLOCK_C)
+        dx = tl.where(c[None, :] == t[:, None], value[:, None], 0.0)
+        tl.store(dx_ptr + base[:, None] + c[None, :] * S, dx.to(dx_ptr.dtype.element_ty),
+                 mask=mask[:, None] & (c < C)[None, :])
+
+
+_forward = LaunchCache(_nll_forward_kernel, name="nll_loss")
+_total = LaunchCache(_nll_total_kernel, name="nll_loss_total")
+_backward = LaunchCache(_nll_backward_kernel, name="nll_loss_backward")
+
+
+def _geometry(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, reduction: int,
+              image: bool) -> tuple[int, int, int] | None:
+    """(N, C, S), or None where ATen must answer (its shape and dtype errors included)."""
+    if x.dtype not in _FLOATS or target.dtype != torch.int64 or reduction not in (_NONE, _MEAN, _SUM):
+        return None
+    if image:
+        if x.dim() != 4 or target.shape != (x.shape[0], *x.shape[2:]):
+            return None
+        n, c, s = x.shape[0], x.shape[1], x.shape[2] * x.shape[3]
+    elif x.dim() == 2 and target.shape == x.shape[:1]:
+        n, c, s = x.shape[0], x.shape[1], 1
+    elif x.dim() == 1 and target.dim() == 0:
+        n, c, s = 1, x.shape[0], 1
+    else:
+        return None
+    if weight is not None and (weight.shape != (c,) or weight.dtype != x.dtype):
+        return None
+    return n, c, s
+
+
+def _check_targets(bad: torch.Tensor, target: torch.Tensor, ignore_index: int, classes: int) -> None:
+    if bad.device.type == "cpu":  # the host already waits for the kernel: raise as ATen's CPU does
+        if bad.item():
+            wrong = target[(target != ignore_index) & ((target < 0) | (target >= classes))]
+            raise IndexError(f"Target {int(wrong.flatten()[0])} is out of bounds.")
+    else:
+        torch._assert_async(bad == 0, "nll_loss: a target is out of bounds")
+
+
+def _nll_forward(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, reduction: int,
+                 ignore_index: int, image: bool) -> Any:
+    geometry = _geometry(x, target, weight, reduction, image)
+    if geometry is None:
+        return NotImplemented
+    n, c, s = geometry
+    p = n * s
+    x, target = x.contiguous(), target.contiguous()
+    w = weight.contiguous() if weight is not None else x
+    bad = torch.zeros((1,), dtype=torch.int32, device=x.device)
+    total_weight = torch.empty((), dtype=x.dtype, device=x.device)
+    programs = triton.cdiv(p, _BLOCK)
+    if reduction == _NONE:
+        out = torch.empty(target.shape, dtype=x.dtype, device=x.device)
+        total_weight.zero_()
+        if p:
+            _forward((programs,), x, target, w, out, out, bad, p, c, s, ignore_index,
+                     HAS_W=weight is not None, REDUCE=False, BLOCK=_BLOCK)
+    else:
+        out = torch.empty((), dtype=x.dtype, device=x.device)
+        partial_loss = torch.zeros((max(programs, 1),), dtype=torch.float32, device=x.device)
+        partial_weight = torch.zeros_like(partial_loss)
+        if p:
+            _forward((programs,), x, target, w, partial_loss, partial_weight, bad, p, c, s, ignore_index,
+                     HAS_W=weight is not None, REDUCE=True, BLOCK=_BLOCK)
+        _total((1,), partial_loss, partial_weight, out, total_weight, partial_loss.numel(),
+               MEAN=reduction == _MEAN, BLOCK=min(1024, triton.next_power_of_2(partial_loss.numel())))
+    _check_targets(bad, target, ignore_index, c)
+    return out, total_weight
+
+
+def _nll_backward(grad: torch.Tensor, x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None,
+                  reduction: int, ignore_index: int, total_weight: torch.Tensor, image: bool) -> Any:
+    geometry = _geometry(x, target, weight, reduction, image)
+    if geometry is None or grad.dtype != x.dtype:
+        return NotImplemented
+    n, c, s = geometry
+    per_position = reduction == _NONE
+    if grad.shape != (target.shape if per_position else ()):
+        return NotImplemented
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    p = n * s
+    if p and c:
+        target = target.contiguous()
+        _backward((triton.cdiv(p, _BLOCK // 8),), grad.contiguous(), target,
+                  weight.contiguous() if weight is not None else dx, total_weight, dx, p, c, s, ignore_index,
+                  HAS_W=weight is not None, PER_POSITION=per_position, MEAN=reduction == _MEAN,
+                  BLOCK=_BLOCK // 8, BLOCK_C=min(_BLOCK_C, triton.next_power_of_2(c)))
+    return dx
+
+
+@aten_op("nll_loss_forward")
+def nll_loss_forward(self: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, reduction: int,
+                     ignore_index: int) -> Any:
+    """(loss, total_weight) of log-probabilities (N, C) or (C,) against class targets."""
+    return _nll_forward(self, target, weight, reduction, ignore_index, image=False)
+
+
+@aten_op("nll_loss2d_forward")
+def nll_loss2d_forward(self: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None,
+                       reduction: int, ignore_index: int) -> Any:
+    """(loss, total_weight) of log-probabilities (N, C, H, W) against targets (N, H, W)."""
+    return _nll_forward(self, target, weight, reduction, ignore_index, image=True)
+
+
+@aten_op("nll_loss_backward")
+def nll_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, target: torch.Tensor,
+                      weight: torch.Tensor | None, reduction: int, ignore_index: int,
+                      total_weight: torch.Tensor) -> Any:
+    """Gradient with respect to the log-probabilities: ``-w[t] * g`` at each target."""
+    return _nll_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight, image=False)
+
+
+@aten_op("nll_loss2d_backward")
+def nll_loss2d_backward(grad_output: torch.Tensor, self: torch.Tensor, target: torch.Tensor,
+                        weight: torch.Tensor | None, reduction: int, ignore_index: int,
+                        total_weight: torch.Tensor) -> Any:
+    return _nll_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight, image=True)

@@ -1,0 +1,121 @@
+"""math, pow, compare, bitwise, clamp, floor_divide and triangular beyond the op cases:
+ATen's errors raised the same way with gems on, and the number semantics the cases cannot
+show against a float64 reference (scalars rounded or wrapped to the tensor's dtype)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import gems_core
+
+
+def _outcome(fn: Callable[[], Any]) -> str:
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
+        return f"{type(exc).__name__}: {exc}"
+    return "ok"
+
+
+F = torch.tensor([1.5, -2.0, 0.25])
+I = torch.tensor([3, -2, 0])
+B = torch.tensor([True, False, True])
+ERRORS = {
+    "abs bool": lambda: torch.abs(B),
+    "abs out dtype": lambda: torch.abs(I, out=torch.empty(3)),
+    "sin_ int": lambda: I.clone().sin_(),
+    "pow int negative number": lambda: I ** -1,
+    "pow_ int negative number": lambda: I.clone().pow_(-2),
+    "pow bool bool": lambda: torch.pow(B, B),
+    "pow_ int float": lambda: I.clone().pow_(2.5),
+    "bitwise float": lambda: torch.bitwise_and(F, F),
+    "bitwise float number": lambda: I | 2.5,
+    "bitwise_not float": lambda: ~F,
+    "clamp no bounds": lambda: torch.clamp(F),
+    "clamp int8 overflow": lambda: torch.clamp(I.to(torch.int8), 1, 300),
+    "clamp fp16 overflow": lambda: torch.clamp(F.half(), 1e6),
+    "clamp uint8 overflow": lambda: torch.clamp(I.abs().to(torch.uint8), -256),
+    "clamp bool numbers": lambda: torch.clamp(B, True, True),
+    "clamp bool tensors": lambda: torch.clamp(B, B, B),
+    "clamp_ int float": lambda: I.clone().clamp_(0.5),
+    "clamp_min bool": lambda: torch.clamp_min(B, True),
+    "floor_divide int zero": lambda: I // 0,
+    "floor_divide int zero tensor": lambda: I // torch.zeros(3, dtype=torch.int64),
+    "floor_divide bool": lambda: torch.floor_divide(B, B),
+    "floor_divide_ int float": lambda: I.clone().floor_divide_(1.5),
+    "isclose dtypes": lambda: torch.isclose(F, I),
+    "isclose rtol": lambda: torch.isclose(F, F, rtol=-1.0),
+    "isclose atol": lambda: torch.isclose(F, F, atol=-1.0),
+    "allclose dtypes": lambda: torch.allclose(F, I),
+    "maximum shapes": lambda: torch.maximum(F, torch.ones(2)),
+    "gt_ broadcast self": lambda: F[:1].clone().gt_(F),
+    "triu 1-d": lambda: torch.triu(F),
+    "tril out dtype": lambda: torch.tril(torch.ones(2, 2), out=torch.empty(2, 2, dtype=torch.int32)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_invalid_calls_raise_atens_error(name: str) -> None:
+    expected = _outcome(ERRORS[name])
+    assert expected != "ok"
+    with gems_core.use_gems():
+        assert _outcome(ERRORS[name]) == expected
+
+
+SEMANTICS = {
+    # a number is cast to the tensor's dtype before comparing: rounded, or wrapped
+    "half == 0.1": lambda: torch.tensor([0.1, 0.2], dtype=torch.float16) == 0.1,
+    "bf16 >= 0.1": lambda: torch.tensor([0.1, 0.0996], dtype=torch.bfloat16) >= 0.1,
+    "bf16 == 257": lambda: torch.tensor([256.0, 258.0], dtype=torch.bfloat16) == 257,
+    "half == 0-d float": lambda: torch.tensor([0.1], dtype=torch.float16) == torch.tensor(0.1),
+    "int8 == 1000": lambda: torch.tensor([-24, 1], dtype=torch.int8) == 1000,
+    "uint8 == -1": lambda: torch.tensor([255, 1], dtype=torch.uint8) == -1,
+    "int8 & 1000": lambda: torch.tensor([-24, 127], dtype=torch.int8) & 1000,
+    "uint8 clamp -1": lambda: torch.clamp(torch.tensor([3, 250], dtype=torch.uint8), -1),
+    "bf16 gt_ bool into bf16": lambda: torch.tensor([1.0, 3.0], dtype=torch.bfloat16).gt_(2),
+    # ATen computes a number exponent of +-0.5 as sqrt/rsqrt, a tensor exponent as pow
+    "pow 0.5 number": lambda: torch.tensor([-0.0, float("-inf"), 4.0]) ** 0.5,
+    "pow -0.5 number": lambda: torch.tensor([-0.0, float("-inf"), 4.0]) ** -0.5,
+    "pow 0.5 tensor": lambda: torch.pow(torch.tensor([-0.0, float("-inf"), 4.0]), torch.tensor(0.5)),
+    "pow int negative tensor": lambda: torch.pow(torch.tensor([1, -1, -1, 2]), torch.tensor([-3, -3, -2, -1])),
+    "pow number base": lambda: torch.pow(2, torch.tensor([-1, 0, 3])),
+    "pow int8 wraps": lambda: torch.tensor([3, -2], dtype=torch.int8) ** 7,
+    "abs int min": lambda: torch.abs(torch.tensor([-128], dtype=torch.int8)),
+    "clamp nan bound": lambda: torch.clamp(torch.tensor([1.0, float("nan")]), float("nan"), 2.0),
+    "isclose infinities": lambda: torch.isclose(torch.tensor([float("inf"), float("-inf")]),
+                                                torch.tensor([float("inf"), float("inf")])),
+    "isclose int tolerance": lambda: torch.isclose(torch.tensor([100, 7]), torch.tensor([101, 9]), rtol=0.01),
+    "isclose zero tolerance": lambda: torch.isclose(F, F + 1e-7, rtol=0.0, atol=0.0),
+    "isfinite int": lambda: torch.isfinite(I),
+    "triu past the matrix": lambda: torch.triu(torch.ones(3, 4), 10**12),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEMANTICS))
+def test_number_semantics_match_aten(name: str) -> None:
+    expected = SEMANTICS[name]()
+    with gems_core.use_gems():
+        got = SEMANTICS[name]()
+    assert got.dtype == expected.dtype
+    assert torch.equal(got.nan_to_num(), expected.nan_to_num())
+    if got.is_floating_point():
+        assert torch.equal(got.isnan(), expected.isnan())
+        numbers = ~expected.isnan()  # -0.0 keeps its sign; a NaN's sign means nothing
+        assert torch.equal(got.signbit()[numbers], expected.signbit()[numbers])
+
+
+def test_allclose_returns_a_python_bool() -> None:
+    with gems_core.use_gems():
+        assert torch.allclose(F, F * (1 + 1e-7)) is True
+        assert torch.allclose(F, F + 1) is False
+
+
+def test_composite_ops_are_served_with_grad_inputs() -> None:
+    x = torch.tensor([1.0, float("inf"), float("nan")], requires_grad=True)
+    with gems_core.use_gems():
+        assert torch.equal(torch.isfinite(x), torch.tensor([True, False, False]))
+        assert torch.equal(torch.isclose(x, x, equal_nan=True), torch.tensor([True, True, True]))
