@@ -44,6 +44,7 @@ __all__ = [
     "device",
     "disable",
     "enable",
+    "fused",
     "hookimpl",
     "registered_ops",
     "use_gems",
@@ -62,4 +63,8 @@ def __getattr__(name: str) -> Any:
         from . import runtime
 
         return runtime.current().device_type
+    if name == "fused":
+        import importlib
+
+        return importlib.import_module(".fused", __name__)
     raise AttributeError(f"module 'gems_core' has no attribute {name!r}")

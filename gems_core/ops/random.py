@@ -1,0 +1,324 @@
+"""Random ops on Triton's Philox: uniform_, normal_ (and normal's Tensor overloads),
+exponential_, bernoulli_, multinomial, and dropout (native_dropout and its backward).
+
+The factories reach these: ``rand``/``rand_like`` are ATen composites of ``empty`` and
+``uniform_``, ``randn``/``randn_like``/``normal.float_float`` of ``empty`` and ``normal_``,
+so serving the in-place fills serves them too.
+
+Every call takes a (seed, offset) pair from torch's generator (the given one, else the
+device's default): results repeat after ``torch.manual_seed`` and successive calls differ.
+A generator that keeps a Philox offset (an accelerator's) is advanced by the counters a call
+uses; the CPU generator (a Mersenne twister, no offset) gives a fresh 62-bit seed per call.
+Values are drawn in float32 (24 random bits) whatever the result dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from ..codegen.pointwise import pointwise
+from ..launch_cache import LaunchCache
+from ..registry import aten_op
+
+UNIFORM, NORMAL, EXPONENTIAL, BERNOULLI = 0, 1, 2, 3  # the DIST of _fill_kernel
+_BLOCK = 1024  # Philox counters per program; each gives four values
+_TILE = 8192  # samples x categories compared per multinomial step
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+@triton.jit
+def _transform(r, a, b, DIST: tl.constexpr):
+    # uniform: a + (b - a) u    normal: a + b n    exponential: -log(1 - u) / a (1 - u in (0, 1])
+    # bernoulli: u < a
+    if DIST == UNIFORM:
+        y = a + (b - a) * r
+    elif DIST == NORMAL:
+        y = a + b * r
+    elif DIST == EXPONENTIAL:
+        y = -tl.log(1.0 - r) / a
+    else:
+        y = tl.where(r < a, 1.0, 0.0)
+    return y
+
+
+@triton.jit
+def _store(out_ptr, index, r, n, a, b, DIST: tl.constexpr):
+    y = _transform(r, a, b, DIST).to(out_ptr.dtype.element_ty)
+    if DIST == UNIFORM:
+        # a value rounded up to b in a narrow dtype goes back to a: the range stays [a, b)
+        top = tl.full(y.shape, b, tl.float32).to(out_ptr.dtype.element_ty)
+        y = tl.where(y == top, tl.full(y.shape, a, tl.float32).to(out_ptr.dtype.element_ty), y)
+    tl.store(out_ptr + index, y, mask=index < n)
+
+
+@triton.jit
+def _fill_kernel(
+    out_ptr,  # (n,) contiguous
+    n,
+    seed,
+    offset,
+    a,
+    b,
+    DIST: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    # Philox counter offset + pid * BLOCK + i gives four values: elements i, i + BLOCK,
+    # i + 2 BLOCK, i + 3 BLOCK of this program's 4 * BLOCK
+    pid = tl.program_id(0).to(tl.int64)
+    lanes = tl.arange(0, BLOCK)
+    counters = offset + pid * BLOCK + lanes
+    if DIST == NORMAL:
+        r0, r1, r2, r3 = tl.randn4x(seed, counters)
+    else:
+        r0, r1, r2, r3 = tl.rand4x(seed, counters)
+    base = pid * 4 * BLOCK + lanes
+    _store(out_ptr, base, r0, n, a, b, DIST)
+    _store(out_ptr, base + BLOCK, r1, n, a, b, DIST)
+    _store(out_ptr, base + 2 * BLOCK, r2, n, a, b, DIST)
+    _store(out_ptr, base + 3 * BLOCK, r3, n, a, b, DIST)
+
+
+@triton.jit
+def _dropout_kernel(
+    x_ptr,  # (n,) contiguous
+    out_ptr,  # (n,) contiguous
+    mask_ptr,  # (n,) bool
+    n,
+    p,
+    scale,
+    seed,
+    offset,
+    BLOCK: tl.constexpr,
+):
+    # keep = u >= p (probability 1 - p); out = x * keep * scale, as ATen (NaN * 0 stays NaN)
+    index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    in_range = index < n
+    keep = tl.rand(seed, offset + index) >= p
+    x = tl.load(x_ptr + index, mask=in_range, other=0.0)
+    y = x.to(tl.float32) * keep.to(tl.float32) * scale
+    tl.store(out_ptr + index, y.to(out_ptr.dtype.element_ty), mask=in_range)
+    tl.store(mask_ptr + index, keep, mask=in_range)
+
+
+@triton.jit
+def _multinomial_kernel(
+    prob_ptr,  # (rows, C) row stride prob_stride, non-negative weights
+    out_ptr,  # (rows, S) contiguous int64
+    C,
+    S,
+    prob_stride,
+    seed,
+    offset,
+    BLOCK_S: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    # sample j of a row: the number of categories k with cdf_k <= u_j * total, i.e. the first
+    # k whose cdf passes the target; a zero-weight category repeats the cdf before it and is
+    # never chosen (the last positive one bounds rounding at the top)
+    row = tl.program_id(0).to(tl.int64)
+    samples = tl.program_id(1) * BLOCK_S + tl.arange(0, BLOCK_S)
+    cats = tl.arange(0, BLOCK_C)
+    acc = tl.full((BLOCK_C,), 0.0, tl.float32)
+    last = tl.full((BLOCK_C,), -1, tl.int32)
+    for start in range(0, C, BLOCK_C):
+        w = tl.load(prob_ptr + row * prob_stride + start + cats, mask=start + cats < C, other=0.0)
+        acc += w.to(tl.float32)
+        last = tl.maximum(last, tl.where(w > 0, start + cats, -1))
+    total = tl.sum(acc, 0)
+    last_positive = tl.max(last, 0)
+    target = tl.rand(seed, offset + row * S + samples) * total
+    count = tl.full((BLOCK_S,), 0, tl.int32)
+    carry = 0.0
+    for start in range(0, C, BLOCK_C):
+        w = tl.load(prob_ptr + row * prob_stride + start + cats, mask=start + cats < C, other=0.0)
+        cdf = tl.cumsum(w.to(tl.float32), 0) + carry
+        below = (cdf[None, :] <= target[:, None]) & (start + cats < C)[None, :]
+        count += tl.sum(below.to(tl.int32), 1)
+        carry = tl.max(cdf, 0)
+    choice = tl.minimum(count, last_positive)
+    tl.store(out_ptr + row * S + samples, choice.to(tl.int64), mask=samples < S)
+
+
+@pointwise(kind="DEFAULT", promote=(0,), extras=("scale",))
+@triton.jit
+def _masked_scale(grad, mask, scale):
+    # dx = dy * mask * scale
+    return grad * mask.to(grad.dtype) * scale
+
+
+_fill = LaunchCache(_fill_kernel, name="random_fill")
+_dropout = LaunchCache(_dropout_kernel, name="dropout")
+_multinomial = LaunchCache(_multinomial_kernel, name="multinomial")
+
+
+def philox_state(device: torch.device, counters: int, generator: torch.Generator | None) -> tuple[int, int]:
+    """(seed, offset) for a launch that uses ``counters`` Philox counters on ``device``."""
+    gen = generator if generator is not None else _default_generator(device)
+    if gen.device.type != "cpu":
+        try:
+            offset = gen.get_offset()
+            gen.set_offset(offset + (counters + 3) // 4 * 4)
+            return gen.initial_seed(), offset
+        except (RuntimeError, AttributeError):
+            pass
+    seed = torch.randint(0, 2**62, (), generator=gen, dtype=torch.int64, device=gen.device)
+    return int(seed), 0
+
+
+def _default_generator(device: torch.device) -> torch.Generator:
+    if device.type != "cpu":
+        generators = getattr(getattr(torch, device.type, None), "default_generators", None)
+        if generators:
+            index = device.index if device.index is not None else torch.get_device_module(device).current_device()
+            return generators[index]
+    return torch.default_generator
+
+
+def _fill_(self: torch.Tensor, dist: int, a: float, b: float, generator: torch.Generator | None) -> Any:
+    if self.dtype not in _FLOATS:
+        return NotImplemented
+    n = self.numel()
+    if n == 0:
+        return self
+    target = self if self.is_contiguous() else torch.empty(self.shape, dtype=self.dtype, device=self.device)
+    programs = triton.cdiv(n, 4 * _BLOCK)
+    seed, offset = philox_state(self.device, programs * _BLOCK, generator)
+    _fill((programs,), target, n, seed, offset, float(a), float(b), DIST=dist, BLOCK=_BLOCK)
+    if target is not self:
+        self.copy_(target)
+    return self
+
+
+@aten_op("uniform_")
+def uniform_(self: torch.Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Any = None) -> Any:
+    """Fill with U[from, to); the factories ``rand`` and ``rand_like`` come here."""
+    if not from_ <= to:
+        return NotImplemented  # ATen raises its own error
+    return _fill_(self, UNIFORM, from_, to, generator)
+
+
+@aten_op("normal_")
+def normal_(self: torch.Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Any:
+    """Fill with N(mean, std^2) (Box-Muller on Philox pairs); ``randn``, ``randn_like`` and
+    ``normal(float, float, size)`` come here."""
+    if not std >= 0:
+        return NotImplemented
+    return _fill_(self, NORMAL, mean, std, generator)
+
+
+@aten_op("exponential_")
+def exponential_(self: torch.Tensor, lambd: float = 1.0, *, generator: Any = None) -> Any:
+    """Fill with Exp(lambd): -log(1 - u) / lambd."""
+    if not lambd > 0:
+        return NotImplemented
+    return _fill_(self, EXPONENTIAL, lambd, 0.0, generator)
+
+
+@aten_op("bernoulli_.float")
+def bernoulli_(self: torch.Tensor, p: float = 0.5, *, generator: Any = None) -> Any:
+    """Fill with 1 where u < p, else 0 (floating tensors; others go to ATen)."""
+    if not 0 <= p <= 1:
+        return NotImplemented
+    return _fill_(self, BERNOULLI, p, 0.0, generator)
+
+
+def _standard_normal(shape: torch.Size, like: torch.Tensor, generator: Any) -> Any:
+    noise = torch.empty(shape, dtype=like.dtype, device=like.device)
+    return _fill_(noise, NORMAL, 0.0, 1.0, generator)
+
+
+@aten_op("normal.Tensor_float")
+def normal_tensor_float(mean: torch.Tensor, std: float = 1.0, *, generator: Any = None) -> Any:
+    """mean + std * N(0, 1), shaped like ``mean``."""
+    if not std >= 0 or mean.dtype not in _FLOATS:
+        return NotImplemented
+    noise = _standard_normal(mean.shape, mean, generator)
+    return noise if noise is NotImplemented else noise.mul_(std).add_(mean)
+
+
+@aten_op("normal.float_Tensor")
+def normal_float_tensor(mean: float, std: torch.Tensor, *, generator: Any = None) -> Any:
+    """mean + std * N(0, 1), shaped like ``std``."""
+    if std.dtype not in _FLOATS or bool((std < 0).any()):
+        return NotImplemented
+    noise = _standard_normal(std.shape, std, generator)
+    return noise if noise is NotImplemented else noise.mul_(std).add_(mean)
+
+
+@aten_op("normal.Tensor_Tensor")
+def normal_tensor_tensor(mean: torch.Tensor, std: torch.Tensor, *, generator: Any = None) -> Any:
+    """mean + std * N(0, 1), ``mean`` and ``std`` broadcast."""
+    if mean.dtype not in _FLOATS or std.dtype != mean.dtype or bool((std < 0).any()):
+        return NotImplemented
+    noise = _standard_normal(torch.broadcast_shapes(mean.shape, std.shape), mean, generator)
+    return noise if noise is NotImplemented else noise.mul_(std).add_(mean)
+
+
+@aten_op("multinomial")
+def multinomial(self: torch.Tensor, num_samples: int, replacement: bool = False, *, generator: Any = None) -> Any:
+    """Category indices drawn from the rows of ``self`` (weights, not necessarily normalized).
+    With replacement: inverse CDF. Without: the ``num_samples`` largest w / E, E ~ Exp(1)
+    (the exponential race), in that order. Invalid weights go to ATen, which raises."""
+    if self.dim() not in (1, 2) or self.dtype not in _FLOATS or num_samples <= 0:
+        return NotImplemented
+    rows = self if self.dim() == 2 else self.unsqueeze(0)
+    m, c = rows.shape
+    if m == 0 or c == 0 or not bool(torch.isfinite(rows).all()) or bool((rows < 0).any()):
+        return NotImplemented
+    if bool((rows.sum(-1) <= 0).any()):
+        return NotImplemented
+    if not replacement:
+        if num_samples > c or bool(((rows > 0).sum(-1) < num_samples).any()):
+            return NotImplemented
+        race = torch.empty(rows.shape, dtype=torch.float32, device=rows.device)
+        _fill_(race, EXPONENTIAL, 1.0, 0.0, generator)
+        out = torch.topk(rows.float() / race, num_samples, dim=-1).indices
+    else:
+        rows = rows if rows.stride(-1) == 1 else rows.contiguous()
+        out = torch.empty((m, num_samples), dtype=torch.int64, device=rows.device)
+        block_c = min(256, triton.next_power_of_2(c))
+        block_s = min(triton.next_power_of_2(num_samples), max(16, _TILE // block_c))
+        seed, offset = philox_state(rows.device, m * num_samples, generator)
+        _multinomial((m, triton.cdiv(num_samples, block_s)), rows, out, c, num_samples, rows.stride(0),
+                     seed, offset, BLOCK_S=block_s, BLOCK_C=block_c)
+    return out if self.dim() == 2 else out.squeeze(0)
+
+
+@aten_op("native_dropout")
+def native_dropout(input: torch.Tensor, p: float, train: bool | None) -> Any:
+    """(output, mask): mask is True with probability 1 - p, output = input * mask / (1 - p)
+    (0 where p = 1). Not training: (a copy of input, all True)."""
+    if input.dtype not in _FLOATS or input.numel() == 0:
+        return NotImplemented
+    if train is not None and not train:
+        return input.clone(), torch.ones_like(input, dtype=torch.bool)
+    x = input.contiguous()
+    out = torch.empty_like(x)
+    mask = torch.empty(x.shape, dtype=torch.bool, device=x.device)
+    n = x.numel()
+    scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
+    seed, offset = philox_state(x.device, n, None)
+    _dropout((triton.cdiv(n, _BLOCK),), x, out, mask, n, float(p), scale, seed, offset, BLOCK=_BLOCK)
+    return out, mask
+
+
+@aten_op("native_dropout_backward")
+def native_dropout_backward(grad_output: torch.Tensor, mask: torch.Tensor, scale: float) -> Any:
+    """grad_output * mask * scale: the same mask the forward drew."""
+    if mask.dtype != torch.bool or grad_output.dtype not in _FLOATS or mask.shape != grad_output.shape:
+        return NotImplemented
+    return _masked_scale(grad_output, mask, scale=float(scale))
+
+
+@aten_op("dropout", autograd=True)
+def dropout(input: torch.Tensor, p: float, train: bool) -> Any:
+    """``F.dropout``: ATen's composite takes native_dropout only on accelerators; here it does
+    on every backend (with its autograd formula, so the backward reuses the mask). p = 0, 1,
+    eval and empty inputs keep ATen's composite."""
+    if not train or not 0 < p < 1 or input.numel() == 0 or input.dtype not in _FLOATS:
+        return NotImplemented
+    return torch.native_dropout(input, p, True)[0]
