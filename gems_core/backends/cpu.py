@@ -12,6 +12,7 @@ from gems_core.contract import (
     Deviation,
     DtypeSupport,
     Limits,
+    OpGate,
     TritonTarget,
 )
 from gems_core.hookspecs import hookimpl
@@ -51,4 +52,18 @@ def gems_known_deviations() -> list[Deviation]:
             reason="Triton interpreter (3.9): bf16<->fp32 conversion mishandles subnormals, "
             "so subnormal bf16 inputs read as wrong values",
         ),
+    ]
+
+
+_BF16_DOT = (
+    "Triton interpreter (3.9): tl.dot on bf16 operands reads them as the wrong values "
+    "(results off by orders of magnitude), so bf16 matrix products stay on ATen"
+)
+
+
+@hookimpl
+def gems_unsupported_ops() -> list[OpGate]:
+    return [
+        OpGate("mm", ("bfloat16",), reason=_BF16_DOT),
+        OpGate("addmm", ("bfloat16",), reason=_BF16_DOT),
     ]

@@ -1,0 +1,347 @@
+"""Matrix products: mm and addmm (with beta/alpha), with their out= overloads.
+
+One portable tiled kernel: each program computes a BLOCK_M x BLOCK_N tile of the result,
+walking K in BLOCK_K steps with ``tl.dot`` into an fp32 accumulator (fp64 for fp64 inputs).
+Any M, N, K (masked edges) and any strides (a transposed operand is read in place, never
+copied). Programs are ordered in groups of GROUP_M tile rows, so tiles running together
+share operand tiles in cache.
+
+Cases ATen must judge (integer or mixed dtypes, shapes that do not multiply, non-matrices)
+are handed to ATen, so its errors are its own.
+"""
+
+from __future__ import annotations
+
+import struct
+import warnings
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from ..contract import KernelConfig
+from ..launch_cache import LaunchCache
+from ..registry import aten_op
+from ..tuning import Tunable
+
+MM = Tunable(
+    "mm",
+    params=("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"),
+    defaults=[
+        # the first is used where no benchmarking happens: safe on 64 KiB of shared memory
+        KernelConfig(
+            {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=3
+        ),
+        KernelConfig(
+            {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=3
+        ),
+        KernelConfig(
+            {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=4
+        ),
+        KernelConfig(
+            {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=4
+        ),
+        KernelConfig(
+            {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3
+        ),
+        KernelConfig(
+            {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=4, num_stages=4
+        ),
+    ],
+    description="mm and addmm: one BLOCK_M x BLOCK_N result tile per program, K in BLOCK_K "
+    "steps; GROUP_M tile rows per program group",
+)
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_INT32_MAX = 2**31 - 1
+
+
+@triton.jit
+def _mm_kernel(
+    a_ptr,  # (M, K), strides (stride_am, stride_ak)
+    b_ptr,  # (K, N), strides (stride_bk, stride_bn)
+    c_ptr,  # (M, N), strides (stride_cm, stride_cn); the result
+    bias_ptr,  # (M, N) addmm's input, broadcast (stride 0); unused unless HAS_BIAS
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    stride_biasm,
+    stride_biasn,
+    alpha,  # fp32, or the bits of an fp64 when ACC_FP64
+    beta,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACC_FP64: tl.constexpr,
+    INT64: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
+    # C = alpha * (A @ B) + beta * bias, accumulated in fp32 (fp64 for fp64 inputs)
+    pid = tl.program_id(0)
+    tiles_m = (M + BLOCK_M - 1) // BLOCK_M
+    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
+    # grouped order: GROUP_M tile rows are swept column by column
+    group_size = GROUP_M * tiles_n
+    first_m = (pid // group_size) * GROUP_M
+    rows_in_group = tl.minimum(tiles_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % group_size) % rows_in_group
+    pid_n = (pid % group_size) // rows_in_group
+
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    if INT64:
+        rm = rm.to(tl.int64)
+        rn = rn.to(tl.int64)
+        rk = rk.to(tl.int64)
+    # rows/columns past the edge read a valid row/column (wrapped) and are not stored
+    am = rm % M
+    bn = rn % N
+    a_ptrs = a_ptr + am[:, None] * stride_am + rk[None, :] * stride_ak
+    b_ptrs = b_ptr + rk[:, None] * stride_bk + bn[None, :] * stride_bn
+
+    if ACC_FP64:
+        acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float64)
+    else:
+        acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    for k in range((K + BLOCK_K - 1) // BLOCK_K):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=acc.dtype)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    if ACC_FP64:
+        alpha = alpha.to(tl.int64).to(
+            tl.float64, bitcast=True
+        )  # small bit patterns arrive as int32
+        beta = beta.to(tl.int64).to(tl.float64, bitcast=True)
+    acc = acc * alpha
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    if HAS_BIAS:
+        bias = tl.load(
+            bias_ptr + rm[:, None] * stride_biasm + rn[None, :] * stride_biasn, mask=mask
+        )
+        acc += bias.to(acc.dtype) * beta
+    tl.store(
+        c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn,
+        acc.to(c_ptr.dtype.element_ty),
+        mask=mask,
+    )
+
+
+_launch_mm = LaunchCache(_mm_kernel, name="mm")
+
+
+def _bucket(size: int) -> int:
+    """Shapes within a power of two (capped) share one tuning choice."""
+    return min(triton.next_power_of_2(max(size, 1)), 8192)
+
+
+def _input_precision(dtype: torch.dtype) -> str | None:
+    """fp32 products follow torch's matmul precision setting (IEEE by default, as ATen)."""
+    if dtype != torch.float32:
+        return None
+    return "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+
+
+def _scalar_arg(value: Any, fp64: bool) -> Any:
+    """Triton passes Python floats as fp32; an fp64 product gets the value's 64-bit pattern."""
+    if fp64:
+        return struct.unpack("<q", struct.pack("<d", float(value)))[0]
+    return float(value)
+
+
+def _max_offset(t: torch.Tensor) -> int:
+    return sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
+
+
+def _launch(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    out: torch.Tensor,
+    bias: torch.Tensor | None,
+    alpha: Any,
+    beta: Any,
+) -> None:
+    """out = alpha * (a @ b) + beta * bias (bias already expanded to out's shape)."""
+    (M, K), N = a.shape, b.shape[1]
+    if M == 0 or N == 0:
+        return
+    fp64 = a.dtype == torch.float64
+    tensors = (a, b, out) if bias is None else (a, b, out, bias)
+    bias_arg = out if bias is None else bias  # a placeholder pointer when there is no bias
+    constexprs = {
+        "HAS_BIAS": bias is not None,
+        "ACC_FP64": fp64,
+        "INT64": any(_max_offset(t) > _INT32_MAX for t in tensors),
+        "INPUT_PRECISION": _input_precision(a.dtype),
+    }
+    scalars = (_scalar_arg(alpha, fp64), _scalar_arg(beta, fp64))
+
+    def run(config: KernelConfig, target: torch.Tensor) -> None:
+        p = config.params
+        grid = (triton.cdiv(M, p["BLOCK_M"]) * triton.cdiv(N, p["BLOCK_N"]),)
+        _launch_mm(
+            grid,
+            a,
+            b,
+            target,
+            bias_arg,
+            M,
+            N,
+            K,
+            a.stride(0),
+            a.stride(1),
+            b.stride(0),
+            b.stride(1),
+            target.stride(0),
+            target.stride(1),
+            bias_arg.stride(0),
+            bias_arg.stride(1),
+            *scalars,
+            config=config,
+            options=MM.options(),
+            **constexprs,
+        )
+
+    def bench(config: KernelConfig) -> float:
+        scratch = torch.empty_like(out)  # never the real output: it may be the bias itself
+        return float(triton.testing.do_bench(lambda: run(config, scratch)))
+
+    key = (str(a.dtype), _bucket(M), _bucket(N), _bucket(K))
+    run(MM.choose(key, bench), out)
+
+
+def _matrices(mat1: Any, mat2: Any) -> bool:
+    """Two float matrices of one dtype that multiply; anything else is ATen's to judge."""
+    return (
+        isinstance(mat1, torch.Tensor)
+        and isinstance(mat2, torch.Tensor)
+        and mat1.dim() == 2
+        and mat2.dim() == 2
+        and mat1.dtype == mat2.dtype
+        and mat1.dtype in _FLOATS
+        and mat1.shape[1] == mat2.shape[0]
+        and mat1.device == mat2.device
+    )
+
+
+def _shares_memory(out: torch.Tensor, *inputs: torch.Tensor) -> bool:
+    return any(out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr() for t in inputs)
+
+
+def _prepare_out(out: torch.Tensor, shape: tuple[int, int], like: torch.Tensor) -> bool:
+    """ATen's out= rules for these ops: same dtype and device, resized (with a warning when it
+    held data) if its shape differs. False sends the call to ATen."""
+    if out.dtype != like.dtype or out.device != like.device:
+        return False
+    if tuple(out.shape) != shape:
+        if out.numel():
+            warnings.warn(
+                "An output with one or more elements was resized since it had shape "
+                f"{list(out.shape)}, "
+                f"which does not match the required output shape {list(shape)}.",
+                UserWarning,
+                stacklevel=4,
+            )
+        out.resize_(shape)
+    return True
+
+
+def _bias_view(input: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor | None:
+    """addmm's input broadcast to (M, N) as a stride-0 view, or None if it does not broadcast."""
+    try:
+        return input.expand(shape)
+    except RuntimeError:
+        return None
+
+
+@aten_op("mm")
+def mm(self: torch.Tensor, mat2: torch.Tensor) -> Any:
+    """self @ mat2 for (M, K) @ (K, N) float matrices of one dtype; K == 0 gives zeros."""
+    if not _matrices(self, mat2):
+        return NotImplemented
+    out = torch.empty((self.shape[0], mat2.shape[1]), dtype=self.dtype, device=self.device)
+    _launch(self, mat2, out, None, 1, 0)
+    return out
+
+
+@aten_op("mm.out")
+def mm_out(self: torch.Tensor, mat2: torch.Tensor, *, out: torch.Tensor) -> Any:
+    if not _matrices(self, mat2) or _shares_memory(out, self, mat2):
+        return NotImplemented
+    if not _prepare_out(out, (self.shape[0], mat2.shape[1]), self):
+        return NotImplemented
+    _launch(self, mat2, out, None, 1, 0)
+    return out
+
+
+def _addmm(
+    input: torch.Tensor,
+    mat1: torch.Tensor,
+    mat2: torch.Tensor,
+    beta: Any,
+    alpha: Any,
+    out: torch.Tensor | None,
+) -> Any:
+    if (
+        not _matrices(mat1, mat2)
+        or not isinstance(input, torch.Tensor)
+        or input.dtype != mat1.dtype
+    ):
+        return NotImplemented
+    if any(isinstance(s, complex) for s in (beta, alpha)):
+        return NotImplemented
+    shape = (mat1.shape[0], mat2.shape[1])
+    bias = _bias_view(input, shape)
+    if bias is None or bias.device != mat1.device:
+        return NotImplemented
+    if out is None:
+        out = torch.empty(shape, dtype=mat1.dtype, device=mat1.device)
+    else:
+        # the kernel reads each bias element just before writing that element, so out may be
+        # the input itself (of the result's shape), but overlap nothing else
+        same_as_input = (
+            out.data_ptr() == input.data_ptr()
+            and tuple(out.shape) == tuple(input.shape) == shape
+            and out.stride() == input.stride()
+        )
+        if _shares_memory(out, mat1, mat2) or (_shares_memory(out, input) and not same_as_input):
+            return NotImplemented
+        if not _prepare_out(out, shape, mat1):
+            return NotImplemented
+    # beta == 0 ignores the input entirely (NaN and inf in it do not propagate), as in ATen
+    _launch(mat1, mat2, out, None if beta == 0 else bias, alpha, beta)
+    return out
+
+
+@aten_op("addmm")
+def addmm(
+    self: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1
+) -> Any:
+    """beta * self + alpha * (mat1 @ mat2), ``self`` broadcast to (M, N)."""
+    return _addmm(self, mat1, mat2, beta, alpha, None)
+
+
+@aten_op("addmm.out")
+def addmm_out(
+    self: torch.Tensor,
+    mat1: torch.Tensor,
+    mat2: torch.Tensor,
+    *,
+    beta: Any = 1,
+    alpha: Any = 1,
+    out: torch.Tensor,
+) -> Any:
+    return _addmm(self, mat1, mat2, beta, alpha, out)
