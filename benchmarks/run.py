@@ -23,8 +23,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import gems_core  # noqa: E402
-from cases import CASES, HOST_CASES  # noqa: E402
+from cases import CASES, HOST_CASES
+
+import gems_core
 
 
 def median_ms(fn) -> float:  # type: ignore[no-untyped-def]
@@ -63,13 +64,13 @@ def run_kernels(device: str, only: set[str] | None) -> list[dict]:
         if only and case.op not in only:
             continue
         inputs = case.make(device)
-        aten_ms = median_ms(lambda: case.fn(*inputs))
+        aten_ms = median_ms(lambda case=case, inputs=inputs: case.fn(*inputs))
         with gems_core.use_gems():
             first = time.perf_counter()
             case.fn(*inputs)
             torch.cuda.synchronize()
             first_ms = (time.perf_counter() - first) * 1e3
-            gems_ms = median_ms(lambda: case.fn(*inputs))
+            gems_ms = median_ms(lambda case=case, inputs=inputs: case.fn(*inputs))
         moved = case.bytes(inputs)
         row = {
             "case": case.name, "op": case.op, "aten_ms": aten_ms, "gems_ms": gems_ms,
@@ -97,9 +98,9 @@ def run_host(device: str, only: set[str] | None) -> list[dict]:
         if only and case.op not in only:
             continue
         inputs = case.make(device)
-        aten = host_us(lambda: case.fn(*inputs))
+        aten = host_us(lambda case=case, inputs=inputs: case.fn(*inputs))
         with gems_core.use_gems():
-            gems = host_us(lambda: case.fn(*inputs))
+            gems = host_us(lambda case=case, inputs=inputs: case.fn(*inputs))
         rows.append({"case": case.name, "op": case.op, "aten_us": aten, "gems_us": gems, "ratio": gems / aten})
         print(f"host {case.name:36s} aten {aten:6.2f} us/call  gems {gems:6.2f} us/call  x{gems/aten:4.2f}",
               flush=True)

@@ -29,7 +29,6 @@ from .hookspecs import hookimpl
 from .plugins import BackendError
 
 __all__ = [
-    "__version__",
     "BackendDescriptor",
     "BackendError",
     "DetectedDevice",
@@ -40,6 +39,7 @@ __all__ = [
     "Limits",
     "OpGate",
     "TritonTarget",
+    "__version__",
     "backend",
     "device",
     "disable",

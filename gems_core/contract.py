@@ -7,8 +7,9 @@ lookup tables, so nothing here is consulted by a hook call on the per-op path.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 #: torch dtype names a backend may gate; the keys of :class:`DtypeSupport`.
 GATEABLE_DTYPES = ("float64", "bfloat16", "int64")

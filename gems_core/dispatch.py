@@ -10,15 +10,17 @@ from __future__ import annotations
 import difflib
 import threading
 import warnings
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import torch
 
 from . import compat, runtime
 from .launch_cache import KernelCompileError, in_interpreted_kernel
 from .registry import OpImpl, all_impls
+
 
 @dataclass
 class _State:

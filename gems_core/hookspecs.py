@@ -24,7 +24,7 @@ Names used in answers:
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pluggy
 

@@ -5,8 +5,9 @@ Built once at selection; the per-op path reads dicts and frozensets only.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .compat import accepted_options
 from .contract import Deviation, KernelConfig, KernelOverride, OpGate

@@ -13,12 +13,13 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-_IMPLS: dict[str, "OpImpl"] = {}
+_IMPLS: dict[str, OpImpl] = {}
 #: op module -> why it failed to import (shown by ``python -m gems_core info``)
 FAILED_MODULES: dict[str, str] = {}
 _loaded = False

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
 
 from . import compat, runtime
 from .contract import KernelConfig
 from .disk_cache import cache_dir, merge_json, read_json
 
-_TUNABLES: dict[str, "Tunable"] = {}
+_TUNABLES: dict[str, Tunable] = {}
 #: set by :func:`forcing` (tools only): picks every tunable's config, bypassing the choice
-_forced_pick: "Callable[[Tunable], KernelConfig] | None" = None
+_forced_pick: Callable[[Tunable], KernelConfig] | None = None
 
 
 @contextmanager
-def forcing(pick: Callable[["Tunable"], KernelConfig]) -> Iterator[None]:
+def forcing(pick: Callable[[Tunable], KernelConfig]) -> Iterator[None]:
     """Inside the block every tunable kernel uses ``pick(tunable)`` instead of its chosen
     config (nothing is remembered). Process-wide; for tools that walk every config, such as
     the compile check."""
@@ -41,7 +41,7 @@ def cacheable() -> bool:
     return _forced_pick is None
 
 
-def tunables() -> dict[str, "Tunable"]:
+def tunables() -> dict[str, Tunable]:
     """Every tunable kernel the loaded ops declare, by name."""
     from .registry import load_ops
 

@@ -21,39 +21,39 @@ def _outcome(fn: Callable[[], Any]) -> str:
     return "ok"
 
 
-F = torch.tensor([1.5, -2.0, 0.25])
-I = torch.tensor([3, -2, 0])
-B = torch.tensor([True, False, True])
+FLOATS = torch.tensor([1.5, -2.0, 0.25])
+INTS = torch.tensor([3, -2, 0])
+BOOLS = torch.tensor([True, False, True])
 ERRORS = {
-    "abs bool": lambda: torch.abs(B),
-    "abs out dtype": lambda: torch.abs(I, out=torch.empty(3)),
-    "sin_ int": lambda: I.clone().sin_(),
-    "pow int negative number": lambda: I ** -1,
-    "pow_ int negative number": lambda: I.clone().pow_(-2),
-    "pow bool bool": lambda: torch.pow(B, B),
-    "pow_ int float": lambda: I.clone().pow_(2.5),
-    "bitwise float": lambda: torch.bitwise_and(F, F),
-    "bitwise float number": lambda: I | 2.5,
-    "bitwise_not float": lambda: ~F,
-    "clamp no bounds": lambda: torch.clamp(F),
-    "clamp int8 overflow": lambda: torch.clamp(I.to(torch.int8), 1, 300),
-    "clamp fp16 overflow": lambda: torch.clamp(F.half(), 1e6),
-    "clamp uint8 overflow": lambda: torch.clamp(I.abs().to(torch.uint8), -256),
-    "clamp bool numbers": lambda: torch.clamp(B, True, True),
-    "clamp bool tensors": lambda: torch.clamp(B, B, B),
-    "clamp_ int float": lambda: I.clone().clamp_(0.5),
-    "clamp_min bool": lambda: torch.clamp_min(B, True),
-    "floor_divide int zero": lambda: I // 0,
-    "floor_divide int zero tensor": lambda: I // torch.zeros(3, dtype=torch.int64),
-    "floor_divide bool": lambda: torch.floor_divide(B, B),
-    "floor_divide_ int float": lambda: I.clone().floor_divide_(1.5),
-    "isclose dtypes": lambda: torch.isclose(F, I),
-    "isclose rtol": lambda: torch.isclose(F, F, rtol=-1.0),
-    "isclose atol": lambda: torch.isclose(F, F, atol=-1.0),
-    "allclose dtypes": lambda: torch.allclose(F, I),
-    "maximum shapes": lambda: torch.maximum(F, torch.ones(2)),
-    "gt_ broadcast self": lambda: F[:1].clone().gt_(F),
-    "triu 1-d": lambda: torch.triu(F),
+    "abs bool": lambda: torch.abs(BOOLS),
+    "abs out dtype": lambda: torch.abs(INTS, out=torch.empty(3)),
+    "sin_ int": lambda: INTS.clone().sin_(),
+    "pow int negative number": lambda: INTS ** -1,
+    "pow_ int negative number": lambda: INTS.clone().pow_(-2),
+    "pow bool bool": lambda: torch.pow(BOOLS, BOOLS),
+    "pow_ int float": lambda: INTS.clone().pow_(2.5),
+    "bitwise float": lambda: torch.bitwise_and(FLOATS, FLOATS),
+    "bitwise float number": lambda: INTS | 2.5,
+    "bitwise_not float": lambda: ~FLOATS,
+    "clamp no bounds": lambda: torch.clamp(FLOATS),
+    "clamp int8 overflow": lambda: torch.clamp(INTS.to(torch.int8), 1, 300),
+    "clamp fp16 overflow": lambda: torch.clamp(FLOATS.half(), 1e6),
+    "clamp uint8 overflow": lambda: torch.clamp(INTS.abs().to(torch.uint8), -256),
+    "clamp bool numbers": lambda: torch.clamp(BOOLS, True, True),
+    "clamp bool tensors": lambda: torch.clamp(BOOLS, BOOLS, BOOLS),
+    "clamp_ int float": lambda: INTS.clone().clamp_(0.5),
+    "clamp_min bool": lambda: torch.clamp_min(BOOLS, True),
+    "floor_divide int zero": lambda: INTS // 0,
+    "floor_divide int zero tensor": lambda: INTS // torch.zeros(3, dtype=torch.int64),
+    "floor_divide bool": lambda: torch.floor_divide(BOOLS, BOOLS),
+    "floor_divide_ int float": lambda: INTS.clone().floor_divide_(1.5),
+    "isclose dtypes": lambda: torch.isclose(FLOATS, INTS),
+    "isclose rtol": lambda: torch.isclose(FLOATS, FLOATS, rtol=-1.0),
+    "isclose atol": lambda: torch.isclose(FLOATS, FLOATS, atol=-1.0),
+    "allclose dtypes": lambda: torch.allclose(FLOATS, INTS),
+    "maximum shapes": lambda: torch.maximum(FLOATS, torch.ones(2)),
+    "gt_ broadcast self": lambda: FLOATS[:1].clone().gt_(FLOATS),
+    "triu 1-d": lambda: torch.triu(FLOATS),
     "tril out dtype": lambda: torch.tril(torch.ones(2, 2), out=torch.empty(2, 2, dtype=torch.int32)),
 }
 
@@ -89,8 +89,8 @@ SEMANTICS = {
     "isclose infinities": lambda: torch.isclose(torch.tensor([float("inf"), float("-inf")]),
                                                 torch.tensor([float("inf"), float("inf")])),
     "isclose int tolerance": lambda: torch.isclose(torch.tensor([100, 7]), torch.tensor([101, 9]), rtol=0.01),
-    "isclose zero tolerance": lambda: torch.isclose(F, F + 1e-7, rtol=0.0, atol=0.0),
-    "isfinite int": lambda: torch.isfinite(I),
+    "isclose zero tolerance": lambda: torch.isclose(FLOATS, FLOATS + 1e-7, rtol=0.0, atol=0.0),
+    "isfinite int": lambda: torch.isfinite(INTS),
     "triu past the matrix": lambda: torch.triu(torch.ones(3, 4), 10**12),
 }
 
@@ -110,8 +110,8 @@ def test_number_semantics_match_aten(name: str) -> None:
 
 def test_allclose_returns_a_python_bool() -> None:
     with gems_core.use_gems():
-        assert torch.allclose(F, F * (1 + 1e-7)) is True
-        assert torch.allclose(F, F + 1) is False
+        assert torch.allclose(FLOATS, FLOATS * (1 + 1e-7)) is True
+        assert torch.allclose(FLOATS, FLOATS + 1) is False
 
 
 def test_composite_ops_are_served_with_grad_inputs() -> None:

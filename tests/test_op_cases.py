@@ -9,9 +9,9 @@ import os
 
 import pytest
 import torch
+from gems_conformance.cases import all_cases, compare, to_reference
 
 import gems_core
-from gems_conformance.cases import all_cases, compare, to_reference
 from gems_core import runtime
 
 CASES = all_cases()

@@ -11,12 +11,12 @@ from gems_core import runtime
 
 runtime.current()  # select the backend before kernels below are defined (interpreter or not)
 
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402,F401  (the interpreter looks for it beside kernels)
+import triton
+import triton.language as tl  # noqa: F401  (the interpreter looks for it beside kernels)
 
-import gems_core  # noqa: E402
-from gems_core.codegen.pointwise import pointwise  # noqa: E402
-from gems_core.disk_cache import cache_dir  # noqa: E402
+import gems_core
+from gems_core.codegen.pointwise import pointwise
+from gems_core.disk_cache import cache_dir
 
 DEVICE = gems_core.device
 

@@ -8,8 +8,9 @@ not powers of two (2^k + 17), and special values where the op defines them. Data
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 

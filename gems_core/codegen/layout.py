@@ -8,7 +8,7 @@ merged, so a contiguous op of any rank runs as a rank-1 loop.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

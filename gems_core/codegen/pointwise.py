@@ -23,18 +23,19 @@ import struct
 import sys
 import threading
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
+from .. import tuning
 from .._version import __version__
 from ..contract import KernelConfig
 from ..disk_cache import atomic_write_text, cache_dir
 from ..launch_cache import LaunchCache
-from .. import tuning
 from ..tuning import Tunable
 from .layout import allocate_like, broadcast_shapes, broadcast_strides, iteration_layout, max_offset
 
@@ -331,7 +332,7 @@ class PointwiseOp:
         shape: tuple[int, ...],
         compute: torch.dtype,
         extras: dict[str, Any],
-    ) -> "_Plan":
+    ) -> _Plan:
         tensor_inputs = [a for a in args if isinstance(a, torch.Tensor)]
         strides = [tuple(o.stride()) for o in outs] + [
             broadcast_strides(tuple(t.shape), tuple(t.stride()), shape) for t in tensor_inputs
@@ -372,7 +373,7 @@ class _Plan:
     """Everything about a launch that a call signature (dtypes, shapes, strides, devices,
     scalar types) settles; a repeat call only allocates, encodes numbers and launches."""
 
-    __slots__ = ("kinds", "extra_kinds", "static", "bound", "grid", "device_index", "result")
+    __slots__ = ("bound", "device_index", "extra_kinds", "grid", "kinds", "result", "static")
 
     def __init__(self, kinds: tuple[str, ...], extra_kinds: tuple[tuple[str, str], ...],
                  static: tuple[int, ...], bound: Any, grid: tuple[int, int, int], device_index: int) -> None:
