@@ -66,4 +66,6 @@ def gems_unsupported_ops() -> list[OpGate]:
     return [
         OpGate("mm", ("bfloat16",), reason=_BF16_DOT),
         OpGate("addmm", ("bfloat16",), reason=_BF16_DOT),
+        OpGate("bmm", ("bfloat16",), reason=_BF16_DOT),
+        OpGate("baddbmm", ("bfloat16",), reason=_BF16_DOT),
     ]

@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-import triton
 import triton.language as tl
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
@@ -35,6 +34,7 @@ from .. import tuning
 from .._version import __version__
 from ..contract import KernelConfig
 from ..disk_cache import atomic_write_text, cache_dir
+from ..host_math import cdiv
 from ..launch_cache import LaunchCache
 from ..tuning import Tunable
 from .layout import allocate_like, broadcast_shapes, broadcast_strides, iteration_layout, max_offset
@@ -358,7 +358,7 @@ class PointwiseOp:
         for s in (*in_strides, *out_strides):
             static += s
         config = POINTWISE.choose("all")
-        grid = (triton.cdiv(numel, config.params["BLOCK_SIZE"]), 1, 1)
+        grid = (cdiv(numel, config.params["BLOCK_SIZE"]), 1, 1)
         leading = len(args) + len(outs)
         dynamic = (*range(leading), *range(leading + len(static), leading + len(static) + len(extra_kinds)))
         bound = module.launch.bind(

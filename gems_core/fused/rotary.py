@@ -17,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -121,15 +122,15 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, position_ids:
         pos = pos.expand(batch, seq) if pos.dim() < 2 or pos.shape[0] == 1 else pos
     half = cos.shape[1]
     tail = dim - 2 * half
-    block_h = min(16, triton.next_power_of_2(heads))
+    block_h = min(16, next_power_of_2(heads))
     _rotary(
-        (batch * seq, triton.cdiv(heads, block_h)),
+        (batch * seq, cdiv(heads, block_h)),
         x4, out, cos, sin, x4 if pos is None else pos, seq, heads, dim, *x4.stride(),
         *(pos.stride() if pos is not None else (0, 0)), cos.stride(0),
         HALF=half, INTERLEAVED=interleaved, INVERSE=inverse, HAS_POS=pos is not None,
         COMPUTE=tl.float64 if x.dtype == torch.float64 else tl.float32,
-        BLOCK_H=block_h, BLOCK_R=triton.next_power_of_2(max(half, 1)),
-        BLOCK_T=triton.next_power_of_2(tail) if tail else 0,
+        BLOCK_H=block_h, BLOCK_R=next_power_of_2(max(half, 1)),
+        BLOCK_T=next_power_of_2(tail) if tail else 0,
     )
     return out.view(x.shape)
 

@@ -16,6 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -180,7 +181,7 @@ def _compute(x: torch.Tensor) -> Any:
 
 
 def _block(n: int) -> int:
-    return min(_BLOCK_N, triton.next_power_of_2(max(n, 1)))
+    return min(_BLOCK_N, next_power_of_2(max(n, 1)))
 
 
 def _forward_impl(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None,
@@ -218,7 +219,7 @@ def _skip_norm_backward_op(grad_y: torch.Tensor, grad_h: torch.Tensor | None, h:
                   n, float(eps), RMS=rms, HAS_W=weight is not None, COMPUTE=_compute(h),
                   BLOCK_N=_block(n))
         block_n = min(64, _block(n))
-        _param_grad((triton.cdiv(n, block_n),), grad_y, h, mean, rstd, dw, db, m, n,
+        _param_grad((cdiv(n, block_n),), grad_y, h, mean, rstd, dw, db, m, n,
                     COMPUTE=_compute(h), BLOCK_M=_ROWS_PER_STEP, BLOCK_N=block_n)
     return dh, dw, db
 

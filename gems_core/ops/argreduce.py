@@ -19,6 +19,7 @@ import triton.language as tl
 
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
+from ..host_math import next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from .reduction import (
@@ -161,7 +162,7 @@ def _arg_reduce(x: torch.Tensor, dim: int, values: torch.Tensor, indices: torch.
         _launch((programs, splits), source, part_i, part_v, part_i, m, n, inner, stride_o, stride_i,
                 stride_n, cols_per_split, splits, GATHER=False, INT64=big or m * splits > _INT32,
                 BLOCK_N=block_n, **common)
-        width = triton.next_power_of_2(splits)
+        width = next_power_of_2(splits)
         _launch((programs, 1), part_v, part_i, values, indices, m, splits, 1, splits, 0, 1, width, 1,
                 GATHER=True, INT64=m * splits > _INT32, BLOCK_N=width, **common)
 

@@ -17,6 +17,7 @@ import triton.language as tl
 
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from .reduction import (
@@ -81,9 +82,9 @@ def _run(x: torch.Tensor, dim: int, y: torch.Tensor) -> None:
     big = max(index_reach(m, n, inner, stride_o, stride_i, stride_n), y.numel()) > _INT32
 
     def launch(config: KernelConfig) -> None:
-        block_m = min(config.params["BLOCK_M"], triton.next_power_of_2(m))
-        block_n = min(config.params["BLOCK_N"], triton.next_power_of_2(n))
-        _launch((triton.cdiv(m, block_m),), source, y, m, n, inner, stride_o, stride_i, stride_n, out_inner,
+        block_m = min(config.params["BLOCK_M"], next_power_of_2(m))
+        block_n = min(config.params["BLOCK_N"], next_power_of_2(n))
+        _launch((cdiv(m, block_m),), source, y, m, n, inner, stride_o, stride_i, stride_n, out_inner,
                 config=config, options=REDUCTION.options(), CAST=TL_DTYPES[y.dtype], ACC=TL_DTYPES[acc],
                 INT64=big, BLOCK_M=block_m, BLOCK_N=block_n)
 

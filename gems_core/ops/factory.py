@@ -20,6 +20,7 @@ import triton.language as tl
 
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
+from ..host_math import cdiv
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -181,7 +182,7 @@ def fill_tensor(out: torch.Tensor, value: Any) -> Any:
     reach = sum((s - 1) * abs(st) for s, st in zip(sizes, strides))
     config = FACTORY.choose("fill")
     _fill_launch(
-        (triton.cdiv(numel, config.params["BLOCK_SIZE"]),), out, value, numel, *sizes[1:], *strides,
+        (cdiv(numel, config.params["BLOCK_SIZE"]),), out, value, numel, *sizes[1:], *strides,
         config=config, options=FACTORY.options(), F64_BITS=f64, INT64=max(reach, numel) > _INT32,
     )
     return out
@@ -283,7 +284,7 @@ def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any
             first, delta = f64_bits(first), f64_bits(delta)
         config = FACTORY.choose("arange")
         _arange_launch(
-            (triton.cdiv(size, config.params["BLOCK_SIZE"]),), target, first, delta, size,
+            (cdiv(size, config.params["BLOCK_SIZE"]),), target, first, delta, size,
             config=config, options=FACTORY.options(), ACC=TL_DTYPES[acc], F64_BITS=f64,
             INT64=size > _INT32,
         )

@@ -16,6 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..host_math import next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from .norm import NORM
@@ -160,7 +161,7 @@ _weight_grad = LaunchCache(_group_norm_weight_grad_kernel, name="group_norm_weig
 def _block(n: int) -> dict[str, Any]:
     config = NORM.choose(("group_norm", n.bit_length()))
     return {"config": config, "options": NORM.options(),
-            "BLOCK_N": min(config.params["BLOCK_N"], triton.next_power_of_2(max(n, 1)))}
+            "BLOCK_N": min(config.params["BLOCK_N"], next_power_of_2(max(n, 1)))}
 
 
 def _serves(x: torch.Tensor, n: int, c: int, hw: int, group: int, *params: torch.Tensor | None) -> bool:

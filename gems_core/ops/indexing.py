@@ -17,6 +17,7 @@ import triton.language as tl
 
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -170,7 +171,7 @@ def _index_select(self: torch.Tensor, dim: int, index: torch.Tensor, out: torch.
         reach = (outer - 1) * stride_o + (size - 1) * stride_d + (inner - 1) * stride_i
         config = GATHER.choose("index_select")
         _index_select_launch(
-            (triton.cdiv(numel, config.params["BLOCK_SIZE"]),), src, index, result, numel, k, inner,
+            (cdiv(numel, config.params["BLOCK_SIZE"]),), src, index, result, numel, k, inner,
             stride_o, stride_d, stride_i, index.stride(0) if index.dim() else 0,
             config=config, options=GATHER.options(), INT64=max(reach, numel) > _INT32,
         )
@@ -227,7 +228,7 @@ def embedding_dense_backward(
     if count and width:
         grad = grad_output.reshape(count, width).contiguous()
         counts = torch.zeros(num_weights if scale_grad_by_freq else 1, dtype=acc_dtype, device=acc.device)
-        block = min(GATHER.choose("embedding_backward").params["BLOCK_SIZE"], triton.next_power_of_2(width))
+        block = min(GATHER.choose("embedding_backward").params["BLOCK_SIZE"], next_power_of_2(width))
         common: dict[str, Any] = {"options": GATHER.options(), "SCALE": scale_grad_by_freq, "BLOCK_SIZE": block}
         if scale_grad_by_freq:
             _embedding_backward((count, 1), grad, flat, counts, acc, width, padding_idx, COUNT_ONLY=True, **common)

@@ -17,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 
@@ -174,7 +175,7 @@ def _nll_forward(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | N
     w = weight.contiguous() if weight is not None else x
     bad = torch.zeros((1,), dtype=torch.int32, device=x.device)
     total_weight = torch.empty((), dtype=x.dtype, device=x.device)
-    programs = triton.cdiv(p, _BLOCK)
+    programs = cdiv(p, _BLOCK)
     if reduction == _NONE:
         out = torch.empty(target.shape, dtype=x.dtype, device=x.device)
         total_weight.zero_()
@@ -189,7 +190,7 @@ def _nll_forward(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | N
             _forward((programs,), x, target, w, partial_loss, partial_weight, bad, p, c, s, ignore_index,
                      HAS_W=weight is not None, REDUCE=True, BLOCK=_BLOCK)
         _total((1,), partial_loss, partial_weight, out, total_weight, partial_loss.numel(),
-               MEAN=reduction == _MEAN, BLOCK=min(1024, triton.next_power_of_2(partial_loss.numel())))
+               MEAN=reduction == _MEAN, BLOCK=min(1024, next_power_of_2(partial_loss.numel())))
     _check_targets(bad, target, ignore_index, c)
     return out, total_weight
 
@@ -207,10 +208,10 @@ def _nll_backward(grad: torch.Tensor, x: torch.Tensor, target: torch.Tensor, wei
     p = n * s
     if p and c:
         target = target.contiguous()
-        _backward((triton.cdiv(p, _BLOCK // 8),), grad.contiguous(), target,
+        _backward((cdiv(p, _BLOCK // 8),), grad.contiguous(), target,
                   weight.contiguous() if weight is not None else dx, total_weight, dx, p, c, s, ignore_index,
                   HAS_W=weight is not None, PER_POSITION=per_position, MEAN=reduction == _MEAN,
-                  BLOCK=_BLOCK // 8, BLOCK_C=min(_BLOCK_C, triton.next_power_of_2(c)))
+                  BLOCK=_BLOCK // 8, BLOCK_C=min(_BLOCK_C, next_power_of_2(c)))
     return dx
 
 

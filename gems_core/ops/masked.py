@@ -19,6 +19,7 @@ import triton.language as tl
 from ..codegen.layout import broadcast_shapes
 from ..codegen.pointwise import TL_DTYPES, pointwise
 from ..contract import KernelConfig
+from ..host_math import cdiv
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -148,7 +149,7 @@ def compact(
     numel = flags.numel()
     config = COMPACT.choose("compact")
     block = config.params["BLOCK_SIZE"]
-    blocks = triton.cdiv(numel, block)
+    blocks = cdiv(numel, block)
     device = flags.device
     common: dict[str, Any] = {"config": config, "options": COMPACT.options(), "FLAG": flag}
     counts = torch.empty(blocks, dtype=torch.int64, device=device)

@@ -49,7 +49,7 @@ MM = Tunable(
             {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=4, num_stages=4
         ),
     ],
-    description="mm and addmm: one BLOCK_M x BLOCK_N result tile per program, K in BLOCK_K "
+    description="mm, addmm, bmm and baddbmm: one BLOCK_M x BLOCK_N result tile per program, K in BLOCK_K "
     "steps; GROUP_M tile rows per program group",
 )
 
@@ -58,7 +58,8 @@ _INT32_MAX = 2**31 - 1
 
 
 @triton.jit
-def _mm_kernel(
+def gemm_tile(
+    pid,  # this program's tile, in grouped order
     a_ptr,  # (M, K), strides (stride_am, stride_ak)
     b_ptr,  # (K, N), strides (stride_bk, stride_bn)
     c_ptr,  # (M, N), strides (stride_cm, stride_cn); the result
@@ -85,8 +86,8 @@ def _mm_kernel(
     INT64: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
 ):
-    # C = alpha * (A @ B) + beta * bias, accumulated in fp32 (fp64 for fp64 inputs)
-    pid = tl.program_id(0)
+    # C = alpha * (A @ B) + beta * bias, accumulated in fp32 (fp64 for fp64 inputs); one
+    # BLOCK_M x BLOCK_N tile of C. Shared with the batched kernels of blas.py.
     tiles_m = (M + BLOCK_M - 1) // BLOCK_M
     tiles_n = (N + BLOCK_N - 1) // BLOCK_N
     # grouped order: GROUP_M tile rows are swept column by column
@@ -137,6 +138,64 @@ def _mm_kernel(
         c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn,
         acc.to(c_ptr.dtype.element_ty),
         mask=mask,
+    )
+
+
+@triton.jit
+def _mm_kernel(
+    a_ptr,  # (M, K)
+    b_ptr,  # (K, N)
+    c_ptr,  # (M, N)
+    bias_ptr,  # (M, N), broadcast
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    stride_biasm,
+    stride_biasn,
+    alpha,
+    beta,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACC_FP64: tl.constexpr,
+    INT64: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr,
+):
+    gemm_tile(
+        tl.program_id(0),
+        a_ptr,
+        b_ptr,
+        c_ptr,
+        bias_ptr,
+        M,
+        N,
+        K,
+        stride_am,
+        stride_ak,
+        stride_bk,
+        stride_bn,
+        stride_cm,
+        stride_cn,
+        stride_biasm,
+        stride_biasn,
+        alpha,
+        beta,
+        BLOCK_M,
+        BLOCK_N,
+        BLOCK_K,
+        GROUP_M,
+        HAS_BIAS,
+        ACC_FP64,
+        INT64,
+        INPUT_PRECISION,
     )
 
 
@@ -241,7 +300,7 @@ def _shares_memory(out: torch.Tensor, *inputs: torch.Tensor) -> bool:
     return any(out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr() for t in inputs)
 
 
-def _prepare_out(out: torch.Tensor, shape: tuple[int, int], like: torch.Tensor) -> bool:
+def _prepare_out(out: torch.Tensor, shape: tuple[int, ...], like: torch.Tensor) -> bool:
     """ATen's out= rules for these ops: same dtype and device, resized (with a warning when it
     held data) if its shape differs. False sends the call to ATen."""
     if out.dtype != like.dtype or out.device != like.device:

@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from ..contract import KernelConfig
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -177,8 +178,8 @@ def _launch(kernel: LaunchCache, grid_rows: int, n: int, args: Sequence[Any], **
     for the weight-gradient kernel."""
 
     def launch(config: KernelConfig) -> None:
-        block_n = min(config.params["BLOCK_N"], triton.next_power_of_2(n))
-        grid = triton.cdiv(n, block_n) if kernel is _weight_grad else grid_rows
+        block_n = min(config.params["BLOCK_N"], next_power_of_2(n))
+        grid = cdiv(n, block_n) if kernel is _weight_grad else grid_rows
         kernel((grid,), *args, config=config, options=NORM.options(), BLOCK_N=block_n, **constexprs)
 
     key = (kernel.name, str(args[0].dtype), n.bit_length())

@@ -21,6 +21,7 @@ import triton
 import triton.language as tl
 
 from ..codegen.pointwise import pointwise
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 
@@ -185,7 +186,7 @@ def _fill_(self: torch.Tensor, dist: int, a: float, b: float, generator: torch.G
     if n == 0:
         return self
     target = self if self.is_contiguous() else torch.empty(self.shape, dtype=self.dtype, device=self.device)
-    programs = triton.cdiv(n, 4 * _BLOCK)
+    programs = cdiv(n, 4 * _BLOCK)
     seed, offset = philox_state(self.device, programs * _BLOCK, generator)
     _fill((programs,), target, n, seed, offset, float(a), float(b), DIST=dist, BLOCK=_BLOCK)
     if target is not self:
@@ -280,10 +281,10 @@ def multinomial(self: torch.Tensor, num_samples: int, replacement: bool = False,
     else:
         rows = rows if rows.stride(-1) == 1 else rows.contiguous()
         out = torch.empty((m, num_samples), dtype=torch.int64, device=rows.device)
-        block_c = min(256, triton.next_power_of_2(c))
-        block_s = min(triton.next_power_of_2(num_samples), max(16, _TILE // block_c))
+        block_c = min(256, next_power_of_2(c))
+        block_s = min(next_power_of_2(num_samples), max(16, _TILE // block_c))
         seed, offset = philox_state(rows.device, m * num_samples, generator)
-        _multinomial((m, triton.cdiv(num_samples, block_s)), rows, out, c, num_samples, rows.stride(0),
+        _multinomial((m, cdiv(num_samples, block_s)), rows, out, c, num_samples, rows.stride(0),
                      seed, offset, BLOCK_S=block_s, BLOCK_C=block_c)
     return out if self.dim() == 2 else out.squeeze(0)
 
@@ -302,7 +303,7 @@ def native_dropout(input: torch.Tensor, p: float, train: bool | None) -> Any:
     n = x.numel()
     scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
     seed, offset = philox_state(x.device, n, None)
-    _dropout((triton.cdiv(n, _BLOCK),), x, out, mask, n, float(p), scale, seed, offset, BLOCK=_BLOCK)
+    _dropout((cdiv(n, _BLOCK),), x, out, mask, n, float(p), scale, seed, offset, BLOCK=_BLOCK)
     return out, mask
 
 

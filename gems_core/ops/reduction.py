@@ -21,6 +21,7 @@ import triton.language as tl
 
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -203,14 +204,14 @@ def index_reach(m: int, n: int, inner: int, stride_o: int, stride_i: int, stride
 def split_plan(m: int, n: int, block_m: int, block_n: int) -> tuple[int, int, int, int, int]:
     """(block_m, block_n, programs, splits, cols_per_split) for ``m`` rows of ``n``: short
     outputs of long rows split each row over several programs."""
-    block_m = min(block_m, triton.next_power_of_2(m))
-    block_n = min(block_n, triton.next_power_of_2(n))
-    programs = triton.cdiv(m, block_m)
+    block_m = min(block_m, next_power_of_2(m))
+    block_n = min(block_n, next_power_of_2(n))
+    programs = cdiv(m, block_m)
     splits = 1
     if programs < 32 and n > 4 * block_n:
-        splits = min(_MAX_SPLITS, triton.cdiv(n, 4 * block_n))
-    cols_per_split = triton.cdiv(triton.cdiv(n, splits), block_n) * block_n
-    return block_m, block_n, programs, triton.cdiv(n, cols_per_split), cols_per_split
+        splits = min(_MAX_SPLITS, cdiv(n, 4 * block_n))
+    cols_per_split = cdiv(cdiv(n, splits), block_n) * block_n
+    return block_m, block_n, programs, cdiv(n, cols_per_split), cols_per_split
 
 
 def reduce_into(
@@ -243,7 +244,7 @@ def reduce_into(
             MEAN=mean and splits == 1, CAST=TL_DTYPES[cast], BLOCK_N=block_n, **common,
         )
         if splits > 1:  # reduce the partials of each row
-            width = triton.next_power_of_2(splits)
+            width = next_power_of_2(splits)
             _launch(
                 (programs, 1), target, out, m, splits, 1, splits, 0, 1, width, 1, scale,
                 MEAN=mean, CAST=TL_DTYPES[acc], BLOCK_N=width, **common,

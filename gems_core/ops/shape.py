@@ -20,6 +20,7 @@ import triton.language as tl
 from ..codegen.layout import iteration_layout
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
+from ..host_math import cdiv
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -126,7 +127,7 @@ def _copy(
     )
     config = STRIDED_COPY.choose("copy")
     _launch(
-        (triton.cdiv(numel, config.params["BLOCK_SIZE"]),), src, dst, src_base, numel,
+        (cdiv(numel, config.params["BLOCK_SIZE"]),), src, dst, src_base, numel,
         *_pad_front(shape, 1)[1:], *_pad_front(src_strides, 0), *_pad_front(dst_strides, 0),
         *_pad_front(lo, 0), *_pad_front(src_sizes, 1), fill if pad else 0,
         config=config, options=STRIDED_COPY.options(), PAD=pad, F64_BITS=f64,

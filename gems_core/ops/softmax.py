@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from ..contract import KernelConfig
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -167,12 +168,12 @@ def _run(kernel: LaunchCache, tensors: tuple[torch.Tensor, ...], dim: int, **con
         return
 
     def launch(config: KernelConfig) -> None:
-        block_m = min(config.params["BLOCK_M"], triton.next_power_of_2(m))
-        block_n = min(config.params["BLOCK_N"], triton.next_power_of_2(n))
+        block_m = min(config.params["BLOCK_M"], next_power_of_2(m))
+        block_n = min(config.params["BLOCK_N"], next_power_of_2(n))
         if kernel is _forward:
             constexprs["ONE_TILE"] = n <= block_n
         kernel(
-            (triton.cdiv(m, block_m),), *tensors, m, n, inner, config=config,
+            (cdiv(m, block_m),), *tensors, m, n, inner, config=config,
             options=SOFTMAX.options(), INT64=m * n > _INT32, BLOCK_M=block_m, BLOCK_N=block_n,
             **constexprs,
         )

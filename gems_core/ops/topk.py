@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from ..contract import KernelConfig
+from ..host_math import next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -107,7 +108,7 @@ def _topk(
         _launch(
             (rows,), src, out_values, out_indices, size, k, inner, stride_o, src.stride(dim), stride_i,
             config=config, options=TOPK.options(), LARGEST=largest,
-            IS_FLOAT=self.dtype.is_floating_point, BLOCK_N=triton.next_power_of_2(size),
+            IS_FLOAT=self.dtype.is_floating_point, BLOCK_N=next_power_of_2(size),
         )
     if values is None or indices is None:
         return out_values, out_indices

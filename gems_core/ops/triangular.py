@@ -17,6 +17,7 @@ import triton.language as tl
 
 from ..codegen.layout import iteration_layout
 from ..contract import KernelConfig
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -98,10 +99,10 @@ def _run(x: torch.Tensor, out: torch.Tensor, diagonal: int, upper: bool) -> None
     diagonal = max(-m, min(n, diagonal))
 
     def launch(config: KernelConfig) -> None:
-        block_m = min(config.params["BLOCK_M"], triton.next_power_of_2(m))
-        block_n = min(config.params["BLOCK_N"], triton.next_power_of_2(n))
-        tiles_n = triton.cdiv(n, block_n)
-        tiles = triton.cdiv(m, block_m) * tiles_n
+        block_m = min(config.params["BLOCK_M"], next_power_of_2(m))
+        block_n = min(config.params["BLOCK_N"], next_power_of_2(n))
+        tiles_n = cdiv(n, block_n)
+        tiles = cdiv(m, block_m) * tiles_n
         _launch(
             (b * tiles,), x, out, m, n, diagonal, tiles_n, tiles,
             strides[0], x.stride(-2), x.stride(-1), strides[1], out.stride(-2), out.stride(-1),

@@ -19,6 +19,7 @@ import triton.language as tl
 
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -157,16 +158,16 @@ def unique(
     else:
         ordered = torch.empty_like(flat)
         if n:
-            _sort((1,), flat, ordered, n, KIND=kind, BLOCK_N=triton.next_power_of_2(n),
+            _sort((1,), flat, ordered, n, KIND=kind, BLOCK_N=next_power_of_2(n),
                   options=UNIQUE.options())
     starts, values = compact(ordered, ordered, BOUNDARY, want_index=return_counts)
     assert values is not None
     u = values.numel()
     inverse = torch.empty(self.shape if return_inverse else (0,), dtype=torch.int64, device=device)
     if return_inverse and n:
-        _inverse((triton.cdiv(n, block),), flat, values, inverse, n, u, u.bit_length(), KIND=kind, **common)
+        _inverse((cdiv(n, block),), flat, values, inverse, n, u, u.bit_length(), KIND=kind, **common)
     counts = torch.empty(u if return_counts else 0, dtype=torch.int64, device=device)
     if return_counts and u:
         assert starts is not None
-        _counts((triton.cdiv(u, block),), starts, counts, u, n, **common)
+        _counts((cdiv(u, block),), starts, counts, u, n, **common)
     return values, inverse, counts

@@ -19,6 +19,7 @@ import triton.language as tl
 
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
+from ..host_math import next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from .reduction import (
@@ -147,7 +148,7 @@ def _run(x: torch.Tensor, dims: tuple[int, ...], var: torch.Tensor, mean: torch.
                  cols_per_split, splits, divisor, FINAL=False, INT64=big or m * splits > _INT32,
                  BLOCK_N=block_n, **common)
         _merge((programs,), part_mean, part_m2, var, mean, m, n, splits, cols_per_split, divisor,
-               BLOCK_S=triton.next_power_of_2(splits), **common)
+               BLOCK_S=next_power_of_2(splits), **common)
 
     key = ("moments", str(x.dtype), m.bit_length(), n.bit_length())
     launch(REDUCTION.choose(key, lambda config: bench_ms(lambda: launch(config))))

@@ -19,6 +19,7 @@ import triton.language as tl
 
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
+from ..host_math import next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from .reduction import (
@@ -159,7 +160,7 @@ def _run(x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, ord: float, 
                 cols_per_split, splits, p, inv_p, TERM=term, FINISH=finish if splits == 1 else _NONE,
                 CAST=TL_DTYPES[cast], INT64=big or m * splits > _INT32, BLOCK_N=block_n, **common)
         if splits > 1:  # combine and finish the partial totals of each row
-            width = triton.next_power_of_2(splits)
+            width = next_power_of_2(splits)
             _launch((programs, 1), partial, out, m, splits, 1, splits, 0, 1, width, 1, p, inv_p,
                     TERM=_AS_IS, FINISH=finish, CAST=TL_DTYPES[acc], INT64=m * splits > _INT32,
                     BLOCK_N=width, **common)
