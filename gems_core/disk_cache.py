@@ -47,7 +47,30 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def merge_json(path: Path, updates: dict[str, Any]) -> None:
-    """Add ``updates`` to the JSON object at ``path`` (last writer wins per key)."""
-    data = read_json(path)
-    data.update(updates)
-    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True))
+    """Add ``updates`` to the JSON object at ``path``. Writers in several processes take
+    turns (an advisory lock beside the file), so none loses another's keys."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a", encoding="utf-8") as lock:
+        _lock(lock)
+        try:
+            data = read_json(path)
+            data.update(updates)
+            atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True))
+        finally:
+            _unlock(lock)
+
+
+def _lock(handle: Any) -> None:
+    try:
+        import fcntl
+    except ImportError:  # no POSIX locks: atomic replacement still keeps the file whole
+        return
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+
+
+def _unlock(handle: Any) -> None:
+    try:
+        import fcntl
+    except ImportError:
+        return
+    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
