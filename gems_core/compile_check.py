@@ -112,9 +112,30 @@ def _target_text(target: TritonTarget) -> str:
     return f"{target.backend}:{target.arch}"
 
 
+def _compiler_missing(target: TritonTarget) -> str:
+    """Why the installed Triton cannot compile for ``target`` ("" when it can): a chip whose
+    Triton is a vendor fork is compile-checked with that fork installed."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+
+    try:
+        make_backend(GPUTarget(target.backend, target.arch, target.warp_size))
+    except Exception as exc:  # noqa: BLE001 - Triton raises a bare RuntimeError here
+        return (
+            f"the installed Triton {triton.__version__} has no compiler for target "
+            f"{_target_text(target)} ({exc}); run the compile check with the chip's own Triton"
+        )
+    return ""
+
+
 def _check_target(
     name: str, target: TritonTarget, ops: Sequence[str] | None, profile: str, dedupe: str
 ) -> list[CompileRecord]:
+    missing = _compiler_missing(target)
+    if missing:
+        return [CompileRecord(kernel="*", config="-", target=_target_text(target),
+                              status="not_exercised", message=missing)]
     with tempfile.TemporaryDirectory(prefix="gems-compile-check-") as tmp:
         out = Path(tmp) / "records.json"
         env = dict(os.environ)
