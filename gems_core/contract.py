@@ -116,8 +116,9 @@ class KernelConfig:
 
 @dataclass(frozen=True)
 class OpGate:
-    """Leave ``op`` to ATen: every input when ``dtypes`` is empty, else only when an input or
-    the result has one of these dtypes (torch dtype names, e.g. "float64")."""
+    """Leave ``op`` to ATen: every call when ``dtypes`` is empty, else only calls where a
+    tensor argument (``out=`` included) has one of these dtypes or one is asked for with
+    ``dtype=`` (torch dtype names, e.g. "float64")."""
 
     op: str
     dtypes: tuple[str, ...] = ()

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from . import compat, runtime
-from .launch_cache import KernelCompileError, in_interpreted_kernel
+from .launch_cache import KernelCompileError, interpreter_state
 from .registry import OpImpl, all_impls
 
 
@@ -68,9 +68,12 @@ def resolve(include: Iterable[str] | str | None, exclude: Iterable[str] | str | 
 
 
 def _tensor_dtypes(values: Iterable[Any]) -> Iterator[torch.dtype]:
+    """Dtypes a call involves: its tensors' and any dtype it asks for (``dtype=``)."""
     for value in values:
         if isinstance(value, torch.Tensor):
             yield value.dtype
+        elif isinstance(value, torch.dtype):
+            yield value
         elif isinstance(value, (list, tuple)):
             yield from _tensor_dtypes(value)
 
@@ -91,9 +94,10 @@ def _make_kernel(impl: OpImpl, rt: runtime.Runtime, dispatch_key: str) -> Callab
     interpreter = rt.interpreter
     name = impl.name
     failed = rt.runtime_fallbacks
+    interpreting = interpreter_state  # .active: the CPU interpreter runs a kernel now
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-        if (interpreter and in_interpreted_kernel()) or name in failed:
+        if (interpreter and interpreting.active) or name in failed:
             return aten(keyset, *args, **kwargs)
         if gated and not gated.isdisjoint(_tensor_dtypes((*args, *kwargs.values()))):
             return aten(keyset, *args, **kwargs)

@@ -52,6 +52,9 @@ def expected_status(selection: Selection, policy: Policy, aten: list[str], dtype
 def run_suite(vendor: str, report: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("GEMS_DEVICE", "GEMS_EMULATE")}
     env.pop("TRITON_INTERPRET", None)
+    # the checkout's core and suite, whatever is installed
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "conformance"), str(REPO),
+                                                      env.get("PYTHONPATH")]))
     command = [
         sys.executable, "-m", "gems_conformance.cli", "--device", vendor, "--emulate", "--quick",
         "--tier", "contract,accuracy", "--ops", OPS, "--report", str(report), "--quiet",

@@ -9,6 +9,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from gems_core import runtime, tuning
 from gems_core.contract import BackendDescriptor, TritonTarget
+from gems_core.registry import all_impls
 
 from . import records as R
 from .records import Record
@@ -90,8 +91,13 @@ def _op_checks(policy: object) -> list[Record]:
             problems.append("a tolerance deviation needs atol or rtol")
         found.append(_record(deviation.op, "deviation", "; ".join(p for p in problems if p),
                              dtype=",".join(deviation.dtypes) or "*", detail=deviation.reason))
+    served = all_impls()
     for op in sorted(policy.overrides):  # type: ignore[attr-defined]
-        found.append(_record(op, "kernel override", aten_problem(op)))
+        problem = aten_problem(op) or (
+            "" if op in served else
+            f"gems serves no overload {op!r}: an override replaces one overload gems serves "
+            "(e.g. 'add.Tensor', not 'add')")
+        found.append(_record(op, "kernel override", problem))
     return found
 
 
@@ -110,7 +116,9 @@ def _config_checks(policy: object) -> list[Record]:
                 except ValueError as exc:
                     problems.append(str(exc))
         found.append(_record(kernel, "tuned configs", "; ".join(problems)))
-    kernels = {name.partition(":")[0].strip() for name in policy.dropped_options}  # type: ignore[attr-defined]
+    # dropped entries read "kernel: option=value", or "kernel (config): ..." for a config's own
+    kernels = {name.partition(":")[0].removesuffix(" (config)").strip()
+               for name in policy.dropped_options}  # type: ignore[attr-defined]
     kernels |= set(policy.compiler_options)  # type: ignore[attr-defined]
     for kernel in sorted(kernels - {"*"}):
         problem = "" if kernel in tunables else f"{kernel!r} is not a core tunable (known: {known})"
