@@ -185,7 +185,7 @@ def check_in_process(
     if not rt.compile_only:
         raise RuntimeError("check_in_process needs GEMS_COMPILE_TARGET (see gems_core.compile_check)")
     target = rt.selection.execution.compile_target
-    limits = rt.selection.descriptor.limits
+    limits = rt.selection.descriptor.limits_for(target.arch)
     records = _dropped_option_records(rt.policy.dropped_options, target)
     spaces = {name: t.configs() for name, t in tuning.tunables().items()}
     context = _Context()

@@ -71,11 +71,21 @@ class BackendDescriptor:
     gems_core_versions: str = ""
     #: targets the compile tier checks ahead of time (defaults to ``target`` alone)
     compile_targets: tuple[TritonTarget, ...] = ()
+    #: limits of other chips of the family by arch (``str(target.arch)``, e.g. "80"), for
+    #: the compile targets whose limits differ from ``limits``
+    arch_limits: tuple[tuple[str, Limits], ...] = ()
     #: True only for the built-in ``cpu`` reference: kernels run in Triton's interpreter
     interpreter: bool = False
     description: str = ""
     #: what gems_detect() looks for, in words; shown when the hardware is not found
     detection: str = ""
+
+    def limits_for(self, arch: int | str) -> Limits:
+        """The limits of chip ``arch`` of this family (``limits`` when none are declared)."""
+        for key, limits in self.arch_limits:
+            if key == str(arch):
+                return limits
+        return self.limits
 
 
 @dataclass(frozen=True)

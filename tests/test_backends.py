@@ -405,3 +405,12 @@ def test_explicit_selection_without_hardware_says_what_it_looked_for(tmp_path, v
     assert "BackendError" in result.stderr
     assert f"looked for: {device.DETECTION}" in result.stderr
     assert "GEMS_EMULATE=1" in result.stderr
+
+
+def test_nvidia_compile_targets_are_held_to_their_own_chip_limits() -> None:
+    from gems_backend_nvidia.device import descriptor
+
+    d = descriptor("sm_90")
+    assert d.limits_for(80).shared_memory_per_block == 163 * 1024
+    assert d.limits_for(90).shared_memory_per_block == 227 * 1024
+    assert d.limits_for("gfx942") is d.limits  # not a declared arch: the descriptor's own

@@ -56,23 +56,27 @@ def detect() -> DetectedDevice | None:
     return DetectedDevice(name=name, arch=f"sm_{major}{minor}")
 
 
+def _limits(arch: str) -> Limits:
+    return Limits(
+        max_warps=MAX_THREADS_PER_BLOCK // WARP_SIZE,
+        max_threads_per_block=MAX_THREADS_PER_BLOCK,
+        shared_memory_per_block=SHARED_MEMORY_PER_BLOCK.get(arch_key(arch), FALLBACK_SHARED_MEMORY),
+    )
+
+
 def descriptor(arch: str = DEFAULT_ARCH) -> BackendDescriptor:
-    shared = SHARED_MEMORY_PER_BLOCK.get(arch_key(arch), FALLBACK_SHARED_MEMORY)
     return BackendDescriptor(
         name="nvidia",
         vendor="NVIDIA",
         device_type="cuda",
         dispatch_key="CUDA",
         target=TritonTarget("cuda", capability(arch), WARP_SIZE),
-        limits=Limits(
-            max_warps=MAX_THREADS_PER_BLOCK // WARP_SIZE,
-            max_threads_per_block=MAX_THREADS_PER_BLOCK,
-            shared_memory_per_block=shared,
-        ),
+        limits=_limits(arch),
         dtypes=DtypeSupport(float64=True, bfloat16=True, int64=True),
         triton_versions=">=3.6,<3.10",
         gems_core_versions=">=0.1,<0.2",
         compile_targets=(TritonTarget("cuda", 80, WARP_SIZE), TritonTarget("cuda", 90, WARP_SIZE)),
+        arch_limits=(("80", _limits("sm_80")), ("90", _limits("sm_90"))),
         description=f"NVIDIA GPU, {arch_key(arch)}, upstream Triton",
         detection=DETECTION,
     )
