@@ -24,6 +24,7 @@ from ..host_math import cdiv
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
+from .kernel_lib import program_offsets
 
 FACTORY = Tunable(
     "factory",
@@ -58,12 +59,7 @@ def _fill_kernel(
     BLOCK_SIZE: tl.constexpr,
 ):
     # out[i] = value for every element i
-    pid = tl.program_id(0)
-    offsets = tl.arange(0, BLOCK_SIZE)
-    if INT64:
-        offsets = pid.to(tl.int64) * BLOCK_SIZE + offsets
-    else:
-        offsets = pid * BLOCK_SIZE + offsets
+    offsets = program_offsets(BLOCK_SIZE, INT64)
     mask = offsets < numel
     i3 = offsets % size3
     rest = offsets // size3
@@ -91,12 +87,7 @@ def _arange_kernel(
     BLOCK_SIZE: tl.constexpr,
 ):
     # out[i] = start + step * i, computed in ACC
-    pid = tl.program_id(0)
-    offsets = tl.arange(0, BLOCK_SIZE)
-    if INT64:
-        offsets = pid.to(tl.int64) * BLOCK_SIZE + offsets
-    else:
-        offsets = pid * BLOCK_SIZE + offsets
+    offsets = program_offsets(BLOCK_SIZE, INT64)
     mask = offsets < numel
     if F64_BITS:
         first = start.to(tl.float64, bitcast=True)

@@ -21,6 +21,7 @@ from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
+from .kernel_lib import program_offsets
 from .masked import write_out
 
 GATHER = Tunable(
@@ -54,12 +55,7 @@ def _index_select_kernel(
     BLOCK_SIZE: tl.constexpr,
 ):
     # out[o, k, i] = src[o, index[k], i]
-    pid = tl.program_id(0)
-    offsets = tl.arange(0, BLOCK_SIZE)
-    if INT64:
-        offsets = pid.to(tl.int64) * BLOCK_SIZE + offsets
-    else:
-        offsets = pid * BLOCK_SIZE + offsets
+    offsets = program_offsets(BLOCK_SIZE, INT64)
     mask = offsets < numel
     i = offsets % INNER
     rest = offsets // INNER

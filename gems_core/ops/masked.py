@@ -24,6 +24,7 @@ from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
 from .factory import converted_value
+from .kernel_lib import program_offsets
 
 COMPACT = Tunable(
     "compact",
@@ -79,11 +80,7 @@ def _count_kernel(
     BLOCK_SIZE: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    offsets = tl.arange(0, BLOCK_SIZE)
-    if INT64:
-        offsets = pid.to(tl.int64) * BLOCK_SIZE + offsets
-    else:
-        offsets = pid * BLOCK_SIZE + offsets
+    offsets = program_offsets(BLOCK_SIZE, INT64)
     selected = _flags(flag_ptr, offsets, offsets < numel, FLAG)
     tl.store(counts_ptr + pid, tl.sum(selected.to(tl.int64), 0))
 
@@ -122,11 +119,7 @@ def _compact_kernel(
 ):
     # the k-th selected element (row-major) goes to position k of the outputs
     pid = tl.program_id(0)
-    offsets = tl.arange(0, BLOCK_SIZE)
-    if INT64:
-        offsets = pid.to(tl.int64) * BLOCK_SIZE + offsets
-    else:
-        offsets = pid * BLOCK_SIZE + offsets
+    offsets = program_offsets(BLOCK_SIZE, INT64)
     selected = _flags(flag_ptr, offsets, offsets < numel, FLAG)
     ones = selected.to(tl.int64)
     position = tl.load(offsets_ptr + pid) + tl.cumsum(ones, 0) - ones

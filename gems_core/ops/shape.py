@@ -25,6 +25,7 @@ from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
 from .factory import converted_value, f64_bits
+from .kernel_lib import program_offsets
 
 STRIDED_COPY = Tunable(
     "strided_copy",
@@ -55,12 +56,7 @@ def _copy_kernel(
     BLOCK_SIZE: tl.constexpr,
 ):
     # dst[i] = src[j] with j_d = i_d (PAD: i_d - lo_d, and fill where j is outside src)
-    pid = tl.program_id(0)
-    offsets = tl.arange(0, BLOCK_SIZE)
-    if INT64:
-        offsets = pid.to(tl.int64) * BLOCK_SIZE + offsets
-    else:
-        offsets = pid * BLOCK_SIZE + offsets
+    offsets = program_offsets(BLOCK_SIZE, INT64)
     mask = offsets < numel
     i5 = offsets % size5
     rest = offsets // size5
