@@ -118,8 +118,8 @@ def _short(exc: BaseException) -> str:
     # ptxas failures carry the whole PTX after the tool's message: keep the message
     text = text.split("\nRepro command:", 1)[0]
     lines = [line for line in text.splitlines() if line.strip()]
-    if len(lines) > 12:
-        lines = lines[:12] + [f"... ({len(lines) - 12} more lines)"]
+    if len(lines) > 12:  # the cause is at the end of a CompilationError, after the source
+        lines = lines[:3] + [f"... ({len(lines) - 11} lines)"] + lines[-8:]
     return f"{type(exc).__name__}: " + "\n".join(lines)
 
 

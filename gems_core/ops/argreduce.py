@@ -36,7 +36,7 @@ from .reduction import (
 )
 
 _INT32 = 2**31 - 1
-_NO_INDEX = 2**63 - 1  # index of a masked lane: loses every tie
+_NO_INDEX = tl.constexpr(2**63 - 1)  # index of a masked lane: loses every tie
 
 
 @triton.jit

@@ -148,7 +148,8 @@ def _run(x: torch.Tensor, dims: tuple[int, ...], var: torch.Tensor, mean: torch.
                  cols_per_split, splits, divisor, FINAL=False, INT64=big or m * splits > _INT32,
                  BLOCK_N=block_n, **common)
         _merge((programs,), part_mean, part_m2, var, mean, m, n, splits, cols_per_split, divisor,
-               BLOCK_S=next_power_of_2(splits), **common)
+               options=common["options"], ACC=common["ACC"], BLOCK_M=block_m,
+               BLOCK_S=next_power_of_2(splits))
 
     key = ("moments", str(x.dtype), m.bit_length(), n.bit_length())
     launch(REDUCTION.choose(key, lambda config: bench_ms(lambda: launch(config))))
