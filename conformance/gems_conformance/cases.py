@@ -74,6 +74,8 @@ def to_reference(value: Any) -> Any:
         return v.double() if v.is_floating_point() else v.clone()
     if isinstance(value, (list, tuple)):
         return type(value)(to_reference(v) for v in value)
+    if isinstance(value, dict):
+        return {k: to_reference(v) for k, v in value.items()}
     return value
 
 

@@ -68,4 +68,5 @@ def gems_unsupported_ops() -> list[OpGate]:
         OpGate("addmm", ("bfloat16",), reason=_BF16_DOT),
         OpGate("bmm", ("bfloat16",), reason=_BF16_DOT),
         OpGate("baddbmm", ("bfloat16",), reason=_BF16_DOT),
+        OpGate("scaled_dot_product_attention", ("bfloat16",), reason=_BF16_DOT),
     ]
