@@ -27,7 +27,13 @@ from . import compat
 from .contract import KernelConfig
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
-_in_interpreted_kernel = threading.local()
+
+
+class _InterpreterState(threading.local):
+    active = False  # per thread; the class default saves a getattr on the per-call path
+
+
+interpreter_state = _InterpreterState()
 
 
 class KernelCompileError(RuntimeError):
@@ -37,7 +43,7 @@ class KernelCompileError(RuntimeError):
 def in_interpreted_kernel() -> bool:
     """True while the CPU interpreter runs a kernel on this thread: torch calls made by the
     interpreter itself must reach ATen, not gems."""
-    return getattr(_in_interpreted_kernel, "active", False)
+    return interpreter_state.active
 
 
 def _arg_key(arg: Any) -> Any:
@@ -90,13 +96,13 @@ class LaunchCache:
         if config is not None:
             constexprs = {**config.params, **constexprs}
         if self.interpreted:
-            _in_interpreted_kernel.active = True
+            interpreter_state.active = True
             try:
                 # masked-off lanes compute on filler values; numpy must not warn about them
                 with numpy.errstate(all="ignore"):
                     self.kernel[grid3](*args, **constexprs)
             finally:
-                _in_interpreted_kernel.active = False
+                interpreter_state.active = False
             return
         entry = self.entry_for(grid3, args, constexprs, config, options)
         if entry is None:

@@ -29,6 +29,9 @@ def forcing(pick: Callable[[Tunable], KernelConfig]) -> Iterator[None]:
     config (nothing is remembered). Process-wide; for tools that walk every config, such as
     the compile check."""
     global _forced_pick
+    from . import plan_cache
+
+    plan_cache.clear_all()  # plans made before hold chosen configs: none may serve the block
     previous, _forced_pick = _forced_pick, pick
     try:
         yield
@@ -57,6 +60,8 @@ class Tunable:
     description: str = ""
     _chosen: dict[object, KernelConfig] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: (runtime, its compiler options for this kernel): the policy is frozen per runtime
+    _options: tuple[object, dict[str, object]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.name in _TUNABLES:
@@ -78,7 +83,12 @@ class Tunable:
         return tuple(override) if override else tuple(self.defaults)
 
     def options(self) -> dict[str, object]:
-        return dict(runtime.current().policy.options_for(self.name))
+        """The compiler options the runtime's policy gives this kernel (a fresh dict)."""
+        rt = runtime.current()
+        cached = self._options
+        if cached is None or cached[0] is not rt:
+            cached = self._options = (rt, dict(rt.policy.options_for(self.name)))
+        return dict(cached[1])
 
     def choose(self, key: object, bench: Callable[[KernelConfig], float] | None = None) -> KernelConfig:
         """The config for shape bucket ``key``; ``bench(config)`` returns milliseconds."""

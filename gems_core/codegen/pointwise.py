@@ -30,12 +30,12 @@ import torch
 import triton.language as tl
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
-from .. import tuning
 from .._version import __version__
 from ..contract import KernelConfig
 from ..disk_cache import atomic_write_text, cache_dir
 from ..host_math import cdiv
 from ..launch_cache import LaunchCache
+from ..plan_cache import Launch, PlanCache
 from ..tuning import Tunable
 from .layout import allocate_like, broadcast_shapes, broadcast_strides, iteration_layout, max_offset
 
@@ -47,7 +47,6 @@ TL_DTYPES = {
 }
 _INT32 = 2**31 - 1
 _TEMPLATE_VERSION = 3
-_MAX_PLANS = 4096
 
 POINTWISE = Tunable(
     "pointwise",
@@ -211,7 +210,7 @@ class PointwiseOp:
         SCALAR_FUNCTIONS[self.fn_id] = fn
         self._variants: dict[Any, Any] = {}
         self._promotions: dict[Any, tuple[torch.dtype, torch.dtype]] = {}
-        self._plans: dict[Any, _Plan] = {}
+        self._plans = PlanCache(f"pointwise:{self.fn_id}")
 
     def result_dtypes(self, *operands: Any) -> tuple[torch.dtype, torch.dtype]:
         """(computation dtype, result dtype) under this op's promotion kind, as ATen has.
@@ -278,11 +277,9 @@ class PointwiseOp:
         if numel:
             plan = self._plan(args, outs, shape, compute, extras)
             plan.launch(args, outs, extras)
-            if signature is not None and tuning.cacheable() and all(a is x for a, x in zip(args, operands)):
+            if signature is not None and all(a is x for a, x in zip(args, operands)):
                 plan.result = (shape, tuple(o.stride() for o in outs), result, device)
-                if len(self._plans) >= _MAX_PLANS:  # e.g. a new shape per decode step
-                    self._plans.clear()
-                self._plans[signature] = plan
+                self._plans.store(signature, plan)  # not while configs are forced
         if out is None and self.num_outputs == 1:
             return outs[0]
         return outs[0] if self.num_outputs == 1 else tuple(outs)
@@ -359,40 +356,35 @@ class PointwiseOp:
             static += s
         config = POINTWISE.choose("all")
         grid = (cdiv(numel, config.params["BLOCK_SIZE"]), 1, 1)
-        leading = len(args) + len(outs)
-        dynamic = (*range(leading), *range(leading + len(static), leading + len(static) + len(extra_kinds)))
-        bound = module.launch.bind(
-            dynamic, config=config, options=POINTWISE.options(),
+        launch = Launch(
+            module.launch, grid, len(args) + len(outs), tuple(static), outs[0].device,
+            config=config, options=POINTWISE.options(), trailing=len(extra_kinds),
             COMPUTE=TL_DTYPES[compute], INT64=use_int64,
         )
-        device = outs[0].device
-        return _Plan(kinds, extra_kinds, tuple(static), bound, grid, device.index or 0)
+        return _Plan(kinds, extra_kinds, launch)
 
 
 class _Plan:
     """Everything about a launch that a call signature (dtypes, shapes, strides, devices,
     scalar types) settles; a repeat call only allocates, encodes numbers and launches."""
 
-    __slots__ = ("bound", "device_index", "extra_kinds", "grid", "kinds", "result", "static")
+    __slots__ = ("extra_kinds", "kinds", "kernel", "plain", "result")
 
-    def __init__(self, kinds: tuple[str, ...], extra_kinds: tuple[tuple[str, str], ...],
-                 static: tuple[int, ...], bound: Any, grid: tuple[int, int, int], device_index: int) -> None:
+    def __init__(self, kinds: tuple[str, ...], extra_kinds: tuple[tuple[str, str], ...], kernel: Launch) -> None:
         self.kinds = kinds
         self.extra_kinds = extra_kinds
-        self.static = static
-        self.bound = bound
-        self.grid = grid
-        self.device_index = device_index
+        self.kernel = kernel
+        self.plain = not extra_kinds and all(k == "tensor" for k in kinds)  # nothing to encode
         self.result: tuple[Any, ...] | None = None
 
     def launch(self, args: Sequence[Any], outs: Sequence[torch.Tensor], extras: dict[str, Any]) -> None:
-        kernel_args = (
-            *[a if k == "tensor" else _encode(a, k) for a, k in zip(args, self.kinds)],
-            *outs,
-            *self.static,
-            *[_encode(extras[e], k) for e, k in self.extra_kinds],
+        if self.plain:
+            self.kernel(*args, *outs)
+            return
+        self.kernel.with_trailing(
+            (*[a if k == "tensor" else _encode(a, k) for a, k in zip(args, self.kinds)], *outs),
+            tuple([_encode(extras[e], k) for e, k in self.extra_kinds]),
         )
-        self.bound(self.grid, kernel_args, self.device_index)
 
     def run(self, operands: Sequence[Any], extras: dict[str, Any]) -> Any:
         shape, strides, dtype, device = self.result  # type: ignore[misc]

@@ -4,6 +4,10 @@ Both normalize each row of the input seen as (M, N), N the product of ``normaliz
 one program per row, in fp32. ``rms_norm`` is a composite in ATen (it would decompose before
 reaching a backend kernel), so it is registered on the Autograd key and brings its own
 backward through an autograd.Function.
+
+The forward of either is planned per call signature (dtypes, shapes, strides, devices of
+input, weight and bias; normalized_shape; the type of eps): a repeat call only allocates and
+launches, eps passed as it comes.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import triton.language as tl
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
+from ..plan_cache import Launch, PlanCache, optional_signature, signature
 from ..registry import aten_op
 from ..tuning import Tunable
 from .reduction import add_combine, bench_ms
@@ -186,6 +191,24 @@ def _launch(kernel: LaunchCache, grid_rows: int, n: int, args: Sequence[Any], **
     launch(NORM.choose(key, lambda config: bench_ms(lambda: launch(config))))
 
 
+def _bind_forward(m: int, n: int, tensors: tuple[torch.Tensor, ...], eps: float, **constexprs: Any) -> Launch:
+    """The forward kernel's launch over ``tensors`` (x, y, w, b, mean, rstd: the runtime
+    arguments before N), one program per row, with the config chosen for the row length;
+    a call passes the six tensors and eps."""
+
+    def build(config: KernelConfig) -> Launch:
+        block_n = min(config.params["BLOCK_N"], next_power_of_2(n))
+        return Launch(_forward, (m,), 6, (n,), tensors[0].device, config=config,
+                      options=NORM.options(), trailing=1, BLOCK_N=block_n, **constexprs)
+
+    def bench(config: KernelConfig) -> float:
+        launch = build(config)
+        return bench_ms(lambda: launch.with_trailing(tensors, (eps,)))
+
+    key = (_forward.name, str(tensors[0].dtype), n.bit_length())
+    return build(NORM.choose(key, bench))
+
+
 def _rows(x: torch.Tensor, normalized_shape: Sequence[int], *params: torch.Tensor | None) -> tuple[int, int] | None:
     """(M, N) of ``x`` normalized over its trailing ``normalized_shape``; None where ATen
     must raise its own error (a shape that does not match) or gems does not serve it."""
@@ -210,6 +233,42 @@ def _flat(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
     return t.contiguous() if t is not None else like  # a placeholder pointer the kernel never reads
 
 
+class _LayerNormPlan:
+    """native_layer_norm for one call signature: copy what is not contiguous, allocate the
+    output and the statistics, launch with this call's eps."""
+
+    __slots__ = ("copy", "device", "launch", "stats_dtype", "stats_shape", "stats_strides")
+
+    def __init__(self, copy: tuple[bool, bool, bool], stats: torch.Tensor, launch: Launch | None) -> None:
+        self.copy = copy  # input, weight, bias: not contiguous, so copied first
+        self.stats_shape = tuple(stats.shape)
+        self.stats_strides = stats.stride()
+        self.stats_dtype = stats.dtype
+        self.device = stats.device
+        self.launch = launch  # None: no rows
+
+    def __call__(self, input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                 eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        copy_x, copy_w, copy_b = self.copy
+        x = input.contiguous() if copy_x else input
+        out = torch.empty_like(x)
+        mean = torch.empty_strided(self.stats_shape, self.stats_strides, dtype=self.stats_dtype, device=self.device)
+        rstd = torch.empty_strided(self.stats_shape, self.stats_strides, dtype=self.stats_dtype, device=self.device)
+        if self.launch is not None:
+            w = x if weight is None else weight.contiguous() if copy_w else weight
+            b = x if bias is None else bias.contiguous() if copy_b else bias
+            self.launch.with_trailing((x, out, w, b, mean, rstd), (float(eps),))
+        return out, mean, rstd
+
+
+#: plans by (input, normalized_shape, weight, bias, type of eps)
+_layer_norm_plans = PlanCache("layer_norm")
+
+
+def _not_contiguous(t: torch.Tensor | None) -> bool:
+    return t is not None and not t.is_contiguous()
+
+
 @aten_op("native_layer_norm")
 def native_layer_norm(
     input: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None,
@@ -217,18 +276,28 @@ def native_layer_norm(
 ) -> Any:
     """(out, mean, rstd): layer norm over the trailing ``normalized_shape``; mean and rstd
     have the input's leading dims and a 1 per normalized dim."""
+    key = (signature(input), tuple(normalized_shape), optional_signature(weight),
+           optional_signature(bias), type(eps))
+    plan = _layer_norm_plans.get(key)
+    if plan is not None:
+        return plan(input, weight, bias, eps)
     rows = _rows(input, normalized_shape, weight, bias)
     if rows is None or rows[1] == 0:
         return NotImplemented
     m, n = rows
+    copy = (not input.is_contiguous(), _not_contiguous(weight), _not_contiguous(bias))
     x = input.contiguous()
     out = torch.empty_like(x)
     stats_shape = tuple(input.shape[: input.dim() - len(normalized_shape)]) + (1,) * len(normalized_shape)
     mean = torch.empty(stats_shape, dtype=_stats_dtype(input), device=input.device)
     rstd = torch.empty(stats_shape, dtype=_stats_dtype(input), device=input.device)
+    launch = None
     if m:
-        _launch(_forward, m, n, (x, out, _flat(weight, x), _flat(bias, x), mean, rstd, n, float(eps)),
-                RMS=False, HAS_W=weight is not None, HAS_B=bias is not None)
+        tensors = (x, out, _flat(weight, x), _flat(bias, x), mean, rstd)
+        launch = _bind_forward(m, n, tensors, float(eps), RMS=False, HAS_W=weight is not None,
+                               HAS_B=bias is not None)
+        launch.with_trailing(tensors, (float(eps),))
+    _layer_norm_plans.store(key, _LayerNormPlan(copy, mean, launch))
     return out, mean, rstd
 
 
@@ -283,15 +352,36 @@ def native_layer_norm_backward(
     )
 
 
+class _RMSNormPlan:
+    """rms_norm's forward for one call signature (the launch is bound on the first
+    forward, which allocates the tensors it benchmarks on)."""
+
+    __slots__ = ("copy_w", "copy_x", "default_eps", "launch", "m", "n")
+
+    def __init__(self, m: int, n: int, copy_x: bool, copy_w: bool, default_eps: float) -> None:
+        self.m = m
+        self.n = n
+        self.copy_x = copy_x
+        self.copy_w = copy_w
+        self.default_eps = default_eps
+        self.launch: Launch | None = None
+
+
 class _RMSNorm(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor | None, m: int, n: int, eps: float) -> torch.Tensor:
-        flat = x.contiguous()
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor | None, plan: _RMSNormPlan, eps: float) -> torch.Tensor:
+        m, n = plan.m, plan.n
+        flat = x.contiguous() if plan.copy_x else x
         y = torch.empty_like(flat)
-        rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
+        rstd = torch.empty_strided((m,), (1,), dtype=torch.float32, device=x.device)
         if m:
-            _launch(_forward, m, n, (flat, y, _flat(weight, flat), flat, rstd, rstd, n, eps),
-                    RMS=True, HAS_W=weight is not None, HAS_B=False)
+            w = flat if weight is None else weight.contiguous() if plan.copy_w else weight
+            tensors = (flat, y, w, flat, rstd, rstd)
+            launch = plan.launch
+            if launch is None:
+                launch = plan.launch = _bind_forward(m, n, tensors, eps, RMS=True,
+                                                     HAS_W=weight is not None, HAS_B=False)
+            launch.with_trailing(tensors, (eps,))
         ctx.save_for_backward(flat, weight, rstd)
         ctx.rows = (m, n)
         return y.view(x.shape)
@@ -305,8 +395,12 @@ class _RMSNorm(torch.autograd.Function):
         return (
             dx.view(grad.shape) if dx is not None else None,
             dw.view(weight.shape) if dw is not None else None,
-            None, None, None,
+            None, None,
         )
+
+
+#: plans by (input, normalized_shape, weight, type of eps)
+_rms_norm_plans = PlanCache("rms_norm")
 
 
 @aten_op("rms_norm", autograd=True)
@@ -316,9 +410,15 @@ def rms_norm(
 ) -> Any:
     """x / sqrt(mean(x^2) + eps) * weight over the trailing ``normalized_shape``; ``eps``
     defaults to the machine epsilon of the computation type (float32 for half types)."""
-    rows = _rows(input, normalized_shape, weight)
-    if rows is None or rows[1] == 0:
-        return NotImplemented
-    if eps is None:
-        eps = torch.finfo(torch.float64 if input.dtype == torch.float64 else torch.float32).eps
-    return _RMSNorm.apply(input, weight, rows[0], rows[1], float(eps))
+    key = (signature(input), tuple(normalized_shape), optional_signature(weight), type(eps))
+    plan = _rms_norm_plans.get(key)
+    if plan is None:
+        rows = _rows(input, normalized_shape, weight)
+        if rows is None or rows[1] == 0:
+            return NotImplemented
+        default_eps = torch.finfo(torch.float64 if input.dtype == torch.float64 else torch.float32).eps
+        plan = _RMSNormPlan(rows[0], rows[1], not input.is_contiguous(), _not_contiguous(weight), default_eps)
+        result = _RMSNorm.apply(input, weight, plan, float(plan.default_eps if eps is None else eps))
+        _rms_norm_plans.store(key, plan)
+        return result
+    return _RMSNorm.apply(input, weight, plan, float(plan.default_eps if eps is None else eps))

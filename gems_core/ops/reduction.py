@@ -6,6 +6,10 @@ at most two strided axes (``outer``, ``inner``), so reducing a dim that is not i
 transposed, sliced or expanded input, reads memory in place. Only a layout that does not
 merge that way is copied once (kept dims first) before the kernel runs. Short outputs of long
 reductions split each row over several programs and reduce the partials in a second pass.
+
+Everything but the data is settled by a call's signature (dtype, shape, strides, device of
+the input; dim, keepdim, result dtype): a repeat call of sum/mean/amax/prod/max/min reuses
+a plan that only allocates the output and launches.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
+from ..plan_cache import Launch, PlanCache
 from ..registry import aten_op
 from ..tuning import Tunable
 
@@ -163,8 +168,10 @@ def _merge(axes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def reduction_view(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, list[int]]:
-    """(tensor, [inner, stride_o, stride_i, stride_n]) describing ``x`` as rows x reduced."""
+def view_layout(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[list[int] | None, list[int]]:
+    """(permutation, [inner, stride_o, stride_i, stride_n]) describing ``x`` as rows x
+    reduced: the permutation is None where ``x`` is read in place, else the order in which
+    ``x`` is copied (kept dims first) so that the parameters describe the dense copy."""
     kept = [d for d in range(x.dim()) if d not in dims]
     kept_axes = _merge([(x.size(d), x.stride(d)) for d in kept])
     reduced = sorted(dims, key=lambda d: -abs(x.stride(d)))
@@ -172,10 +179,15 @@ def reduction_view(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor
     if len(kept_axes) <= 2 and len(reduced_axes) <= 1:
         kept_axes = [(1, 0)] * (2 - len(kept_axes)) + kept_axes
         stride_n = reduced_axes[0][1] if reduced_axes else 0
-        return x, [kept_axes[1][0], kept_axes[0][1], kept_axes[1][1], stride_n]
+        return None, [kept_axes[1][0], kept_axes[0][1], kept_axes[1][1], stride_n]
     n = math.prod(x.size(d) for d in dims)
-    dense = x.permute(kept + list(dims)).contiguous()
-    return dense, [1, n, 0, 1]
+    return kept + list(dims), [1, n, 0, 1]
+
+
+def reduction_view(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, list[int]]:
+    """(tensor, [inner, stride_o, stride_i, stride_n]) describing ``x`` as rows x reduced."""
+    permutation, params = view_layout(x, dims)
+    return (x if permutation is None else x.permute(permutation).contiguous()), params
 
 
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -214,44 +226,85 @@ def split_plan(m: int, n: int, block_m: int, block_n: int) -> tuple[int, int, in
     return block_m, block_n, programs, cdiv(n, cols_per_split), cols_per_split
 
 
+class RowReduction:
+    """The launches that reduce one input layout over its reduced dims into a contiguous
+    output of ``m`` values, settled by the input's signature and a config."""
+
+    __slots__ = ("acc", "device", "first", "partials", "permutation", "second")
+    # partials: (shape, strides) of the contiguous (rows, splits) buffer of a split reduction
+
+    def __init__(
+        self, x: torch.Tensor, dims: tuple[int, ...], m: int, op: int, mean: bool,
+        cast: torch.dtype, acc: torch.dtype, config: KernelConfig,
+    ) -> None:
+        n = math.prod(x.size(d) for d in dims)
+        self.permutation, (inner, stride_o, stride_i, stride_n) = view_layout(x, dims)
+        reach = index_reach(m, n, inner, stride_o, stride_i, stride_n)
+        fill = _fill(op, acc if op in (SUM, PROD) else cast)
+        if x.dtype.is_floating_point:
+            fill = float(fill)  # an int ``other=`` of a bf16 load reads as raw bits in the interpreter
+        scale = 1.0 / n
+        block_m, block_n, programs, splits, cols_per_split = split_plan(
+            m, n, config.params["BLOCK_M"], config.params["BLOCK_N"]
+        )
+        common: dict[str, Any] = {
+            "config": config, "options": REDUCTION.options(), "OP": op, "ACC": TL_DTYPES[acc],
+            "FILL": fill, "INT64": reach > _INT32 or m * splits > _INT32, "BLOCK_M": block_m,
+        }
+        self.first = Launch(
+            _launch, (programs, splits), 2,
+            (m, n, inner, stride_o, stride_i, stride_n, cols_per_split, splits, scale), x.device,
+            MEAN=mean and splits == 1, CAST=TL_DTYPES[cast], BLOCK_N=block_n, **common,
+        )
+        self.partials = ((m, splits), (splits, 1)) if splits > 1 else None
+        self.second = None
+        if splits > 1:  # reduce the partials of each row
+            width = next_power_of_2(splits)
+            self.second = Launch(
+                _launch, (programs, 1), 2, (m, splits, 1, splits, 0, 1, width, 1, scale), x.device,
+                MEAN=mean, CAST=TL_DTYPES[acc], BLOCK_N=width, **common,
+            )
+        self.acc = acc
+        self.device = x.device
+
+    def run(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        """Reduce ``x`` (of the signature this was built for) into ``out``."""
+        source = x if self.permutation is None else x.permute(self.permutation).contiguous()
+        if self.second is None:
+            self.first(source, out)
+            return
+        partials = torch.empty_strided(*self.partials, dtype=self.acc, device=self.device)
+        self.first(source, partials)
+        self.second(partials, out)
+
+
+def row_reduction(
+    x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, op: int, mean: bool,
+    cast: torch.dtype, acc: torch.dtype,
+) -> RowReduction:
+    """The :class:`RowReduction` of ``x`` into ``out`` with the config chosen for its shape
+    bucket (benchmarking on ``x`` and ``out`` where several configs compete)."""
+    n = math.prod(x.size(d) for d in dims)
+    m = out.numel()
+
+    def build(config: KernelConfig) -> RowReduction:
+        return RowReduction(x, dims, m, op, mean, cast, acc, config)
+
+    def bench(config: KernelConfig) -> float:
+        rows = build(config)
+        return bench_ms(lambda: rows.run(x, out))
+
+    key = (op, str(x.dtype), str(acc), m.bit_length(), n.bit_length())
+    return build(REDUCTION.choose(key, bench))
+
+
 def reduce_into(
     x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, op: int, mean: bool,
     cast: torch.dtype, acc: torch.dtype,
 ) -> None:
     """Reduce ``x`` over ``dims`` into the contiguous ``out`` (kept dims in order): values
     are rounded to ``cast``, then combined by ``op`` in ``acc``."""
-    n = math.prod(x.size(d) for d in dims)
-    m = out.numel()
-    source, (inner, stride_o, stride_i, stride_n) = reduction_view(x, dims)
-    reach = index_reach(m, n, inner, stride_o, stride_i, stride_n)
-    fill = _fill(op, acc if op in (SUM, PROD) else cast)
-    if x.dtype.is_floating_point:
-        fill = float(fill)  # an int ``other=`` of a bf16 load reads as raw bits in the interpreter
-    scale = 1.0 / n
-
-    def launch(config: KernelConfig) -> None:
-        block_m, block_n, programs, splits, cols_per_split = split_plan(
-            m, n, config.params["BLOCK_M"], config.params["BLOCK_N"]
-        )
-        target = out if splits == 1 else torch.empty((m, splits), dtype=acc, device=x.device)
-        common: dict[str, Any] = {
-            "config": config, "options": REDUCTION.options(), "OP": op, "ACC": TL_DTYPES[acc],
-            "FILL": fill, "INT64": reach > _INT32 or m * splits > _INT32, "BLOCK_M": block_m,
-        }
-        _launch(
-            (programs, splits), source, target, m, n, inner, stride_o, stride_i, stride_n,
-            cols_per_split, splits, scale,
-            MEAN=mean and splits == 1, CAST=TL_DTYPES[cast], BLOCK_N=block_n, **common,
-        )
-        if splits > 1:  # reduce the partials of each row
-            width = next_power_of_2(splits)
-            _launch(
-                (programs, 1), target, out, m, splits, 1, splits, 0, 1, width, 1, scale,
-                MEAN=mean, CAST=TL_DTYPES[acc], BLOCK_N=width, **common,
-            )
-
-    key = (op, str(x.dtype), str(acc), m.bit_length(), n.bit_length())
-    launch(REDUCTION.choose(key, lambda config: bench_ms(lambda: launch(config))))
+    row_reduction(x, dims, out, op, mean, cast, acc).run(x, out)
 
 
 def bench_ms(fn: Any) -> float:
@@ -267,16 +320,54 @@ def out_shape(x: torch.Tensor, dims: tuple[int, ...], keepdim: bool) -> list[int
     return [s for d, s in enumerate(x.shape) if d not in dims]
 
 
+class _ReducePlan:
+    """A reduction without ``out=`` for one call signature: allocate, then launch."""
+
+    __slots__ = ("device", "direct", "dtype", "rows", "shape", "strides")
+
+    def __init__(self, target: torch.Tensor, rows: RowReduction | None) -> None:
+        self.shape = tuple(target.shape)
+        self.strides = target.stride()
+        self.dtype = target.dtype
+        self.device = target.device
+        self.rows = rows  # None: the output is empty
+        # the common case, one pass over the input in place: launched without rows.run
+        simple = rows is not None and rows.permutation is None and rows.second is None
+        self.direct = rows.first if simple else None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        target = torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device)
+        if self.direct is not None:
+            self.direct(x, target)
+        elif self.rows is not None:
+            self.rows.run(x, target)
+        return target
+
+
+#: plans of reduce_dims by (input dtype, shape, strides, device, dim, keepdim, op, mean,
+#: result dtype); ``empty_value`` follows from op and mean, and empty inputs get no plan
+_plans = PlanCache("reduction")
+
+
 def reduce_dims(
     x: torch.Tensor, dim: Sequence[int] | None, keepdim: bool, op: int, mean: bool,
     result: torch.dtype, out: torch.Tensor | None, empty_value: float | None,
 ) -> Any:
+    if out is None:
+        key = (
+            x.dtype, x.shape, x.stride(), x.device,
+            dim if dim is None or isinstance(dim, int) else tuple(dim), keepdim, op, mean, result,
+        )
+        plan = _plans.get(key)
+        if plan is not None:
+            return plan(x)
     if x.dtype.is_complex or result.is_complex or x.dtype not in TL_DTYPES:
         return NotImplemented
     dims = wrap_dims(dim, x.dim())
     shape = out_shape(x, dims, keepdim)
     direct = out is not None and out.dtype == result and list(out.shape) == shape and out.is_contiguous()
     target = out if direct else torch.empty(shape, dtype=result, device=x.device)
+    rows = None
     if target.numel():
         if x.numel() == 0:
             if empty_value is None:
@@ -284,10 +375,15 @@ def reduce_dims(
             target.fill_(empty_value)
         else:
             if op in (SUM, PROD):
-                reduce_into(x, dims, target, op, mean, result, acc_dtype(result))
+                rows = row_reduction(x, dims, target, op, mean, result, acc_dtype(result))
             else:
-                reduce_into(x, dims, target, op, mean, x.dtype, _max_acc(x.dtype))
-    if out is None or direct:
+                rows = row_reduction(x, dims, target, op, mean, x.dtype, _max_acc(x.dtype))
+            rows.run(x, target)
+    if out is None:
+        if x.numel() or not target.numel():
+            _plans.store(key, _ReducePlan(target, rows))
+        return target
+    if direct:
         return target
     return write_out(out, target)
 

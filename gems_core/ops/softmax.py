@@ -5,6 +5,9 @@ The input is seen as (OUTER, N, INNER) with the softmax over N, so a dim that is
 innermost is read with stride INNER in place (a non-contiguous input is made contiguous
 first, as ATen does). A row that fits one tile is read once; a longer one is read twice,
 with the max and the sum of exponentials kept online in the first pass.
+
+A call's signature (dtypes, shapes, strides, devices, dim, half_to_float) settles everything
+but the data: a repeat call reuses a plan that only allocates and launches.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import triton.language as tl
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
+from ..plan_cache import Launch, PlanCache, signature
 from ..registry import aten_op
 from ..tuning import Tunable
 from .reduction import add_combine, bench_ms, max_nan_combine
@@ -162,24 +166,57 @@ def _geometry(shape: torch.Size, dim: int) -> tuple[int, int, int]:
     return math.prod(shape) // max(n, 1), n, inner
 
 
-def _run(kernel: LaunchCache, tensors: tuple[torch.Tensor, ...], dim: int, **constexprs: Any) -> None:
+def _bind(kernel: LaunchCache, tensors: tuple[torch.Tensor, ...], dim: int, **constexprs: Any) -> Launch | None:
+    """The launch of ``kernel`` over ``tensors`` (contiguous, all of one shape) with the
+    config chosen for their shape bucket; None where there is nothing to compute."""
     m, n, inner = _geometry(tensors[0].shape, dim)
     if m * n == 0:
-        return
+        return None
 
-    def launch(config: KernelConfig) -> None:
+    def build(config: KernelConfig) -> Launch:
         block_m = min(config.params["BLOCK_M"], next_power_of_2(m))
         block_n = min(config.params["BLOCK_N"], next_power_of_2(n))
         if kernel is _forward:
             constexprs["ONE_TILE"] = n <= block_n
-        kernel(
-            (cdiv(m, block_m),), *tensors, m, n, inner, config=config,
-            options=SOFTMAX.options(), INT64=m * n > _INT32, BLOCK_M=block_m, BLOCK_N=block_n,
-            **constexprs,
+        return Launch(
+            kernel, (cdiv(m, block_m),), len(tensors), (m, n, inner), tensors[0].device,
+            config=config, options=SOFTMAX.options(), INT64=m * n > _INT32, BLOCK_M=block_m,
+            BLOCK_N=block_n, **constexprs,
         )
 
+    def bench(config: KernelConfig) -> float:
+        launch = build(config)
+        return bench_ms(lambda: launch(*tensors))
+
     key = (kernel.name, str(tensors[0].dtype), m.bit_length(), n.bit_length(), inner == 1)
-    launch(SOFTMAX.choose(key, lambda config: bench_ms(lambda: launch(config))))
+    return build(SOFTMAX.choose(key, bench))
+
+
+class _Plan:
+    """One call signature of a softmax (forward or backward) without ``out=``: make the
+    inputs contiguous where their layout needs it, allocate the result, launch."""
+
+    __slots__ = ("copy", "device", "dtype", "launch", "shape", "strides")
+
+    def __init__(self, copy: tuple[bool, ...], result: torch.Tensor, launch: Launch | None) -> None:
+        self.copy = copy  # per input: not contiguous, so copied first
+        self.shape = tuple(result.shape)
+        self.strides = result.stride()
+        self.dtype = result.dtype
+        self.device = result.device
+        self.launch = launch
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        if True in self.copy:
+            inputs = tuple(t.contiguous() if c else t for t, c in zip(inputs, self.copy))
+        result = torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device)
+        if self.launch is not None:
+            self.launch(*inputs, result)
+        return result
+
+
+#: plans by (LOG, input signatures, dim, half_to_float or input_dtype, forward/backward)
+_plans = PlanCache("softmax")
 
 
 def _into(out: torch.Tensor | None, result: torch.Tensor) -> torch.Tensor:
@@ -193,6 +230,11 @@ def _into(out: torch.Tensor | None, result: torch.Tensor) -> torch.Tensor:
 def _softmax_forward(
     x: torch.Tensor, dim: int, half_to_float: bool, log: bool, out: torch.Tensor | None = None
 ) -> Any:
+    if out is None:
+        key = (log, x.dtype, x.shape, x.stride(), x.device, dim, half_to_float)
+        plan = _plans.get(key)
+        if plan is not None:
+            return plan(x)
     if x.dtype not in _FLOATS:
         return NotImplemented  # ATen raises its own "not implemented for" error
     dtype = x.dtype
@@ -200,11 +242,16 @@ def _softmax_forward(
         if x.device.type == "cpu" or x.dtype != torch.float16:
             return NotImplemented  # ATen decides (its CPU kernel refuses the conversion)
         dtype = torch.float32
-    dim = _wrap_dim(dim, x.dim())
+    wrapped = _wrap_dim(dim, x.dim())
+    copy = not x.is_contiguous()
     x = x.contiguous()
     direct = out is not None and out.dtype == dtype and out.shape == x.shape and out.is_contiguous()
     y = out if direct else torch.empty(x.shape, dtype=dtype, device=x.device)
-    _run(_forward, (x, y), dim, LOG=log)
+    launch = _bind(_forward, (x, y), wrapped, LOG=log)
+    if launch is not None:
+        launch(x, y)
+    if out is None:
+        _plans.store(key, _Plan((copy,), y, launch))
     return y if direct else _into(out, y)
 
 
@@ -212,12 +259,22 @@ def _softmax_backward(
     grad: torch.Tensor, output: torch.Tensor, dim: int, input_dtype: torch.dtype, log: bool,
     out: torch.Tensor | None = None,
 ) -> Any:
+    if out is None:
+        key = (log, signature(grad), signature(output), dim, input_dtype)
+        plan = _plans.get(key)
+        if plan is not None:
+            return plan(grad, output)
     if grad.dtype not in _FLOATS or input_dtype not in _FLOATS or grad.shape != output.shape:
         return NotImplemented
-    dim = _wrap_dim(dim, output.dim())
+    wrapped = _wrap_dim(dim, output.dim())
+    copy = (not grad.is_contiguous(), not output.is_contiguous())
     grad, output = grad.contiguous(), output.contiguous()
     dx = torch.empty(output.shape, dtype=input_dtype, device=output.device)
-    _run(_backward, (grad, output, dx), dim, LOG=log)
+    launch = _bind(_backward, (grad, output, dx), wrapped, LOG=log)
+    if launch is not None:
+        launch(grad, output, dx)
+    if out is None:
+        _plans.store(key, _Plan(copy, dx, launch))
     return _into(out, dx)
 
 

@@ -1,0 +1,124 @@
+"""Per-call-signature launch plans: the host work a call signature settles, done once.
+
+An op whose launch geometry depends only on its call's *signature* (operand dtypes, shapes,
+strides and devices, plus its non-tensor arguments such as ``dim`` or ``keepdim``) builds a
+plan on the first call of a signature: output shapes/strides, the chosen config, grids and
+the static kernel arguments, bound to the compiled kernel through
+:meth:`LaunchCache.bind <gems_core.launch_cache.LaunchCache.bind>`. A repeat call looks the
+plan up by its signature and only allocates outputs and launches.
+
+Rules for plans:
+
+- Only what the signature decides goes into a plan; anything that depends on values (data
+  pointers, numbers passed to the kernel) stays per call.
+- A call whose validation fails raises before a plan exists, so every bad call raises.
+- Nothing is stored while :func:`gems_core.tuning.forcing` overrides configs
+  (:func:`gems_core.tuning.cacheable`): plans must not keep forced configs.
+- Each cache is bounded: it is cleared when full (a new shape per step, as in decoding,
+  would otherwise grow it without end).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from . import tuning
+from .contract import KernelConfig
+from .launch_cache import LaunchCache
+
+DEFAULT_LIMIT = 4096
+
+_CACHES: list[PlanCache] = []
+
+
+def signature(t: torch.Tensor) -> tuple[Any, ...]:
+    """What a plan may depend on of tensor ``t``: dtype, shape, strides, device."""
+    return (t.dtype, t.shape, t.stride(), t.device)
+
+
+def optional_signature(t: torch.Tensor | None) -> tuple[Any, ...] | None:
+    return None if t is None else (t.dtype, t.shape, t.stride(), t.device)
+
+
+class PlanCache:
+    """Plans by call signature, for one op (or family of ops); bounded, thread-safe enough
+    for the GIL (a lost store only costs a rebuild).
+
+    The hit path is ``plan = cache.get(key)`` (a plain dict lookup); a miss builds the plan
+    and offers it with :meth:`store`, which keeps it unless configs are being forced."""
+
+    def __init__(self, name: str, limit: int = DEFAULT_LIMIT) -> None:
+        self.name = name
+        self.limit = limit
+        self._plans: dict[Any, Any] = {}
+        self.get = self._plans.get
+        #: plans stored since creation (a test hook: a repeat call must not add one)
+        self.stores = 0
+        _CACHES.append(self)
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._plans
+
+    def store(self, key: Any, plan: Any) -> bool:
+        """Keep ``plan`` for ``key``; False (nothing kept) while configs are forced."""
+        if not tuning.cacheable():
+            return False
+        if len(self._plans) >= self.limit:
+            self._plans.clear()
+        self._plans[key] = plan
+        self.stores += 1
+        return True
+
+    def clear(self) -> None:
+        self._plans.clear()
+
+
+class Launch:
+    """One kernel launch of a plan: the kernel bound to its config, options and constexprs
+    (:meth:`LaunchCache.bind`), the grid, and the static runtime arguments. A call passes
+    the dynamic ones, which come before the static ones (``leading``: tensors) and, for some
+    kernels, after them (``trailing``: numbers that vary per call)."""
+
+    __slots__ = ("bound", "device_index", "grid", "static")
+
+    def __init__(
+        self,
+        kernel: LaunchCache,
+        grid: tuple[int, ...],
+        leading: int,
+        static: tuple[Any, ...],
+        device: torch.device,
+        config: KernelConfig | None = None,
+        options: Mapping[str, Any] | None = None,
+        trailing: int = 0,
+        **constexprs: Any,
+    ) -> None:
+        first_trailing = leading + len(static)
+        dynamic = (*range(leading), *range(first_trailing, first_trailing + trailing))
+        self.bound = kernel.bind(dynamic, config=config, options=options, **constexprs)
+        self.grid = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
+        self.static = static
+        self.device_index = device.index or 0
+
+    def __call__(self, *leading: Any) -> None:
+        self.bound(self.grid, (*leading, *self.static), self.device_index)
+
+    def with_trailing(self, leading: tuple[Any, ...], trailing: tuple[Any, ...]) -> None:
+        self.bound(self.grid, (*leading, *self.static, *trailing), self.device_index)
+
+
+def caches() -> list[PlanCache]:
+    """Every plan cache created so far."""
+    return list(_CACHES)
+
+
+def clear_all() -> None:
+    """Forget every plan (they are rebuilt on the next call of each signature)."""
+    for cache in list(_CACHES):
+        cache.clear()
