@@ -13,6 +13,7 @@ from typing import Any
 import torch
 import triton
 from packaging.version import Version
+from triton.runtime import driver as _driver
 
 TRITON_VERSION = Version(triton.__version__.split("+")[0])
 TORCH_VERSION = Version(torch.__version__.split("+")[0])
@@ -89,9 +90,7 @@ def accepted_options(backend: str | None) -> frozenset[str]:
 
 
 def current_stream(device_index: int) -> int:
-    from triton.runtime import driver
-
-    return driver.active.get_current_stream(device_index)
+    return _driver.active.get_current_stream(device_index)
 
 
 def use_interpreter() -> None:

@@ -78,6 +78,7 @@ class LaunchCache:
             raise TypeError(f"{self.name}: constexpr parameters must come after runtime parameters")
         self.constexpr_names = tuple(params[i] for i in sorted(constexpr_positions))
         self.runtime_count = len(params) - len(self.constexpr_names)
+        self._constexpr_set = frozenset(self.constexpr_names)
         self._entries: dict[Any, tuple[Any, Any, Any, tuple[Any, ...]]] = {}
         self._lock = threading.Lock()
 
@@ -96,6 +97,13 @@ class LaunchCache:
         if config is not None:
             constexprs = {**config.params, **constexprs}
         if self.interpreted:
+            # the compiler insists on exactly the kernel's constexprs; hold the interpreter,
+            # which would ignore an extra one, to the same rule so CPU runs catch it
+            if len(args) != self.runtime_count or constexprs.keys() != self._constexpr_set:
+                raise TypeError(
+                    f"{self.name}: pass {self.runtime_count} runtime arguments positionally and "
+                    f"the constexprs {self.constexpr_names} by keyword (got {sorted(constexprs)})"
+                )
             interpreter_state.active = True
             try:
                 # masked-off lanes compute on filler values; numpy must not warn about them

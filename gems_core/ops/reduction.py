@@ -84,7 +84,8 @@ def _reduce_kernel(
     MEAN: tl.constexpr,
     CAST: tl.constexpr,  # values are rounded to this dtype first (ATen's dtype= semantics)
     ACC: tl.constexpr,
-    FILL: tl.constexpr,  # identity of OP, for masked lanes
+    FILL: tl.constexpr,  # identity of OP, for masked lanes (a float for float inputs)
+    ACC_FILL: tl.constexpr,  # the same identity, typed for ACC
     INT64: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -101,7 +102,7 @@ def _reduce_kernel(
     row_mask = rows < M
     base = (rows // INNER) * stride_o + (rows % INNER) * stride_i
     start = split * cols_per_split
-    acc = tl.full((BLOCK_M, BLOCK_N), FILL, ACC)
+    acc = tl.full((BLOCK_M, BLOCK_N), ACC_FILL, ACC)
     for offset in range(0, cols_per_split, BLOCK_N):
         cols = start + offset + col_range
         mask = row_mask[:, None] & (cols < N)[None, :]
@@ -249,7 +250,7 @@ class RowReduction:
         )
         common: dict[str, Any] = {
             "config": config, "options": REDUCTION.options(), "OP": op, "ACC": TL_DTYPES[acc],
-            "FILL": fill, "INT64": reach > _INT32 or m * splits > _INT32, "BLOCK_M": block_m,
+            "FILL": fill, "ACC_FILL": float(fill) if acc.is_floating_point else int(fill), "INT64": reach > _INT32 or m * splits > _INT32, "BLOCK_M": block_m,
         }
         self.first = Launch(
             _launch, (programs, splits), 2,
