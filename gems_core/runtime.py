@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass, field
 
 from . import compat
+from .contract import Limits
 from .policy import Policy, build_policy
 from .selection import Selection, select
 
@@ -28,6 +29,14 @@ class Runtime:
     @property
     def device_type(self) -> str:
         return self.selection.execution.device_type
+
+    @property
+    def limits(self) -> Limits:
+        """The limits of the chip kernels are built for (a compile target's own, when
+        compiling ahead of time)."""
+        target = self.selection.execution.compile_target
+        descriptor = self.selection.descriptor
+        return descriptor.limits_for(target.arch) if target is not None else descriptor.limits
 
     @property
     def compile_only(self) -> bool:

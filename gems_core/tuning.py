@@ -90,22 +90,40 @@ class Tunable:
             cached = self._options = (rt, dict(rt.policy.options_for(self.name)))
         return dict(cached[1])
 
-    def choose(self, key: object, bench: Callable[[KernelConfig], float] | None = None) -> KernelConfig:
-        """The config for shape bucket ``key``; ``bench(config)`` returns milliseconds."""
+    def choose(
+        self,
+        key: object,
+        bench: Callable[[KernelConfig], float] | None = None,
+        admit: Callable[[KernelConfig], bool] | None = None,
+    ) -> KernelConfig:
+        """The config for shape bucket ``key``; ``bench(config)`` returns milliseconds.
+        ``admit(config)`` rules configs out for this call (e.g. a tile that needs more shared
+        memory in this dtype than the chip has); ``key`` must then separate what it depends
+        on."""
         if _forced_pick is not None:
-            return _forced_pick(self)
+            forced = _forced_pick(self)
+            if admit is None or admit(forced):
+                return forced
+            return next((c for c in self.configs() if admit(c)), forced)
         chosen = self._chosen.get(key)
         if chosen is not None:
             return chosen
         with self._lock:
             chosen = self._chosen.get(key)
             if chosen is None:
-                chosen = self._choose(key, bench)
+                chosen = self._choose(key, bench, admit)
                 self._chosen[key] = chosen
         return chosen
 
-    def _choose(self, key: object, bench: Callable[[KernelConfig], float] | None) -> KernelConfig:
+    def _choose(
+        self,
+        key: object,
+        bench: Callable[[KernelConfig], float] | None,
+        admit: Callable[[KernelConfig], bool] | None = None,
+    ) -> KernelConfig:
         configs = self.configs()
+        if admit is not None:
+            configs = tuple(c for c in configs if admit(c)) or configs[:1]
         rt = runtime.current()
         if len(configs) == 1 or bench is None or rt.interpreter or rt.compile_only:
             return configs[0]

@@ -45,6 +45,7 @@ from .mm import (
     _prepare_out,
     _scalar_arg,
     _shares_memory,
+    fits_shared_memory,
     gemm_tile,
 )
 
@@ -232,7 +233,7 @@ def _launch_batched(
         return float(triton.testing.do_bench(lambda: run(config, scratch)))
 
     key = ("bmm", str(a.dtype), _bucket(B), _bucket(M), _bucket(N), _bucket(K))
-    run(MM.choose(key, bench), out)
+    run(MM.choose(key, bench, fits_shared_memory(a.dtype)), out)
 
 
 def _batches(batch1: Any, batch2: Any) -> bool:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import struct
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import triton
 import triton.language as tl
 
+from .. import runtime
 from ..contract import KernelConfig
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
@@ -279,7 +280,23 @@ def _launch(
         return float(triton.testing.do_bench(lambda: run(config, scratch)))
 
     key = (str(a.dtype), _bucket(M), _bucket(N), _bucket(K))
-    run(MM.choose(key, bench), out)
+    run(MM.choose(key, bench, fits_shared_memory(a.dtype)), out)
+
+
+def fits_shared_memory(dtype: torch.dtype) -> Callable[[KernelConfig], bool]:
+    """Whether a GEMM tile config fits the chip's shared memory for ``dtype`` operands:
+    ``num_stages`` copies of the A and B tiles, or the fp32 output tile that the epilogue
+    may stage through shared memory, whichever is larger."""
+    limit = runtime.current().limits.shared_memory_per_block
+    size = torch.empty((), dtype=dtype).element_size()
+
+    def admit(config: KernelConfig) -> bool:
+        p = config.params
+        block_m, block_n, block_k = p.get("BLOCK_M", 0), p.get("BLOCK_N", 0), p.get("BLOCK_K", 0)
+        staged = max(config.num_stages, 1) * (block_m * block_k + block_k * block_n) * size
+        return max(staged, block_m * block_n * 4) <= limit
+
+    return admit
 
 
 def _matrices(mat1: Any, mat2: Any) -> bool:

@@ -44,6 +44,7 @@ CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
             _mm(128, 256, 32, 8),  # 48 KB
             _mm(128, 128, 64, 8),  # 64 KB
             _mm(64, 64, 64, 4),  # 32 KB fp16, 64 KB fp32: small or skinny problems
+            _mm(64, 64, 32, 4),  # 64 KB fp64: the tile float64 fits in 64 KB of LDS
         ],
     },
     # MI300: 64 KB LDS, 304 CUs; large tiles keep the MFMA units fed
@@ -56,6 +57,7 @@ CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
             _mm(256, 128, 32, 8),  # 48 KB
             _mm(128, 256, 32, 8),  # 48 KB
             _mm(64, 64, 64, 4),  # 32 KB fp16, 64 KB fp32: small or skinny problems
+            _mm(64, 64, 32, 4),  # 64 KB fp64: the tile float64 fits in 64 KB of LDS
         ],
     },
     # MI350: 160 KB LDS allows deeper K tiles
