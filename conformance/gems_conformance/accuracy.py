@@ -68,6 +68,18 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
 
 
+def _compile_failure(case: OpCase) -> str:
+    """Why an op of ``case`` now runs on ATen after failing to compile on this chip (the
+    model keeps running; the report must still show it), or ""."""
+    recorded = runtime.current().runtime_fallbacks
+    packets = {op.split(".", 1)[0] for op in case.aten}
+    hits = [f"{op}: {why}" for op, why in recorded.items()
+            if op in case.aten or op.split(".", 1)[0] in packets]
+    if not hits:
+        return ""
+    return ("failed to compile on this chip and ran on ATen: " + "; ".join(hits))[:500]
+
+
 def check_sample(case: OpCase, sample: Sample, index: int, dtype: str, mode: str, why: str,
                  codes: frozenset[Any]) -> SampleOutcome:
     """Run one sample with gems on and compare; the status follows the backend's policy."""
@@ -97,6 +109,9 @@ def check_sample(case: OpCase, sample: Sample, index: int, dtype: str, mode: str
             if not comparison.ok:
                 failure = comparison.message
         status_if_failed = R.FAIL
+        compile_failure = _compile_failure(case)
+        if compile_failure:
+            failure, status_if_failed = compile_failure, R.ERROR
     except Exception as exc:  # noqa: BLE001 - any exception of the op is a result to report
         failure, status_if_failed = _error(exc), R.ERROR
     out.seconds = time.perf_counter() - start
