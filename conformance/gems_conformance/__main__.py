@@ -1,0 +1,7 @@
+"""``python -m gems_conformance``: the same as the ``gems-conformance`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
