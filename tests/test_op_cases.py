@@ -9,10 +9,10 @@ import os
 
 import pytest
 import torch
+from gems_conformance.accuracy import deviation_for, dtype_name
 from gems_conformance.cases import all_cases, compare, to_reference
 
 import gems_core
-from gems_core import runtime
 
 CASES = all_cases()
 PROFILE = os.environ.get("GEMS_TEST_PROFILE", "quick")
@@ -44,19 +44,12 @@ def test_op_case_matches_aten(name: str, dtype: torch.dtype) -> None:
         checked += 1
         if outcome.ok:
             continue
-        declared = _declared_deviation(case.aten, dtype, sample.label)
+        declared = deviation_for(case, dtype_name(dtype), sample.label, "xfail")
         if declared is not None:
-            expected_failures.append(f"{sample.label}: {declared}")
+            expected_failures.append(f"{sample.label}: {declared.reason}")
             continue
         pytest.fail(f"{sample.describe()}: {outcome.message} (max abs {outcome.max_abs:g}, max rel {outcome.max_rel:g})")
     assert checked > 0
     if expected_failures:
         pytest.xfail("; ".join(expected_failures))
 
-
-def _declared_deviation(ops: tuple[str, ...], dtype: torch.dtype, label: str) -> str | None:
-    name = str(dtype).replace("torch.", "")
-    for deviation in runtime.current().policy.deviations:
-        if deviation.kind == "xfail" and any(deviation.applies(op, name, label) for op in ops):
-            return deviation.reason
-    return None
