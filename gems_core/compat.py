@@ -93,6 +93,12 @@ def current_stream(device_index: int) -> int:
     return _driver.active.get_current_stream(device_index)
 
 
+def stream_function() -> Callable[[int], int]:
+    """The running Triton driver's ``get_current_stream`` (device index -> stream handle),
+    looked up once by callers on a per-call path."""
+    return _driver.active.get_current_stream
+
+
 def use_interpreter() -> None:
     """Run kernels defined from now on in Triton's interpreter.
 

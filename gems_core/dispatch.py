@@ -85,7 +85,11 @@ def _torch_dtype(name: str) -> torch.dtype:
     return dtype
 
 
-def _make_kernel(impl: OpImpl, rt: runtime.Runtime, dispatch_key: str) -> Callable[..., Any]:
+def _make_kernel(
+    impl: OpImpl, rt: runtime.Runtime, dispatch_key: str, with_keyset: bool = True
+) -> Callable[..., Any]:
+    """The function registered for ``impl`` on ``dispatch_key``; it takes the dispatcher's
+    keyset first where ``with_keyset`` (kernels on Autograd keys, which redispatch)."""
     aten = compat.aten_kernel(f"aten::{impl.name}", dispatch_key)
     fn = rt.policy.overrides.get(impl.name) or impl.fn
     gate = rt.policy.gate_for(impl.name)
@@ -104,21 +108,46 @@ def _make_kernel(impl: OpImpl, rt: runtime.Runtime, dispatch_key: str) -> Callab
         try:
             result = fn(*args, **kwargs)
         except KernelCompileError as exc:
-            failed[name] = str(exc)
-            warnings.warn(
-                f"gems: {name} failed to compile on {rt.selection.backend.name} and now runs on "
-                f"ATen: {exc}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            return aten(keyset, *args, **kwargs)
+            return compile_failed(exc, keyset, args, kwargs)
         if result is NotImplemented:
             return aten(keyset, *args, **kwargs)
         return result
 
+    def compile_failed(exc: KernelCompileError, keyset: Any, args: Any, kwargs: Any) -> Any:
+        failed[name] = str(exc)
+        warnings.warn(
+            f"gems: {name} failed to compile on {rt.selection.backend.name} and now runs on "
+            f"ATen: {exc}",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return aten(keyset, *args, **kwargs)
+
     if always_aten:
         return lambda keyset, *args, **kwargs: aten(keyset, *args, **kwargs)
-    return kernel
+    if with_keyset:
+        return kernel
+    # A backend-key kernel has nothing to redispatch to, so the dispatcher need not build a
+    # keyset object per call: ATen's kernel gets its own key when gems hands a call over.
+    own_key = torch._C.DispatchKeySet(torch._C.DispatchKey.__members__[dispatch_key])
+
+    def backend_kernel(*args: Any, **kwargs: Any) -> Any:
+        return kernel(own_key, *args, **kwargs)
+
+    if not interpreter and not gated:
+        # the common case on a chip: no per-call checks beyond the failure record
+        def backend_kernel(*args: Any, **kwargs: Any) -> Any:  # noqa: F811
+            if name in failed:
+                return aten(own_key, *args, **kwargs)
+            try:
+                result = fn(*args, **kwargs)
+            except KernelCompileError as exc:
+                return compile_failed(exc, own_key, args, kwargs)
+            if result is NotImplemented:
+                return aten(own_key, *args, **kwargs)
+            return result
+
+    return backend_kernel
 
 
 def _register(ops: frozenset[str]) -> _State:
@@ -136,7 +165,9 @@ def _register(ops: frozenset[str]) -> _State:
                     continue  # the backend leaves the whole op to ATen: do not touch it
                 impl = impls[name]
                 op_key = f"Autograd{key}" if impl.autograd else key
-                library.impl(name, _make_kernel(impl, rt, op_key), op_key, with_keyset=True)
+                library.impl(
+                    name, _make_kernel(impl, rt, op_key, impl.autograd), op_key, with_keyset=impl.autograd
+                )
                 served.add(name)
     except BaseException:
         library._destroy()  # no half-registered state survives a failure

@@ -16,8 +16,9 @@ positionally), constexprs after them (passed by keyword).
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy
@@ -79,7 +80,9 @@ class LaunchCache:
         self.constexpr_names = tuple(params[i] for i in sorted(constexpr_positions))
         self.runtime_count = len(params) - len(self.constexpr_names)
         self._constexpr_set = frozenset(self.constexpr_names)
-        self._entries: dict[Any, tuple[Any, Any, Any, tuple[Any, ...]]] = {}
+        self._entries: dict[Any, _Entry] = {}
+        #: the compiled kernels by launch key (for tools: profiling, inspection)
+        self.compiled: dict[Any, Any] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -115,9 +118,8 @@ class LaunchCache:
         entry = self.entry_for(grid3, args, constexprs, config, options)
         if entry is None:
             return  # compile-only execution: compiled for the target, nothing to run
-        run, function, packed, tail = entry
-        stream = compat.current_stream(_device_of(args))
-        run(grid3[0], grid3[1], grid3[2], stream, function, packed, None, None, None, *args, *tail)
+        go, tail = entry
+        go(grid3[0], grid3[1], grid3[2], compat.current_stream(_device_of(args)), (*args, *tail))
 
     def entry_for(
         self,
@@ -126,7 +128,7 @@ class LaunchCache:
         constexprs: Mapping[str, Any],
         config: KernelConfig | None,
         options: Mapping[str, Any] | None,
-    ) -> tuple[Any, Any, Any, tuple[Any, ...]] | None:
+    ) -> _Entry | None:
         """The compiled kernel for these arguments (compiling on a miss); None where nothing
         runs (compile-only execution). ``constexprs`` already include the config's."""
         num_warps = config.num_warps if config else 4
@@ -168,7 +170,7 @@ class LaunchCache:
         num_warps: int,
         num_stages: int,
         extra: Mapping[str, Any],
-    ) -> tuple[Any, Any, Any, tuple[Any, ...]] | None:
+    ) -> _Entry | None:
         if len(args) != self.runtime_count or set(constexprs) != set(self.constexpr_names):
             raise TypeError(
                 f"{self.name}: pass {self.runtime_count} runtime arguments positionally and the "
@@ -197,7 +199,8 @@ class LaunchCache:
             except Exception as exc:
                 raise KernelCompileError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
             tail = tuple(constexprs[name] for name in self.constexpr_names)
-            entry = (compiled.run, compiled.function, compiled.packed_metadata, tail)
+            entry = (launcher_for(compiled), tail)
+            self.compiled[key] = compiled
             self._entries[key] = entry
             return entry
 
@@ -219,22 +222,185 @@ class BoundLaunch:
         self.config = config
         self.options = options
         self.constexprs = {**(config.params if config else {}), **constexprs}
-        self._entries: dict[Any, tuple[Any, Any, Any, tuple[Any, ...]]] = {}
+        self._entries: dict[Any, _Entry] = {}
+        self._stream: Callable[[int], int] | None = None
 
     def __call__(self, grid3: tuple[int, int, int], args: tuple[Any, ...], device: int) -> None:
         if self.cache.interpreted:
             self.cache(grid3, *args, config=self.config, options=self.options, **self.constexprs)
             return
-        key = tuple([_arg_key(args[i]) for i in self.dynamic])
-        entry = self._entries.get(key)
+        # Tensors at dynamic positions go to the launcher as their addresses: their dtype,
+        # shape, strides and device were settled by the plan's signature, and a plain
+        # integer spares the launcher a method call and a driver query per pointer.
+        values = list(args)
+        key = []
+        for i in self.dynamic:
+            arg = values[i]
+            if isinstance(arg, torch.Tensor):
+                address = values[i] = arg.data_ptr()
+                key.append((arg.dtype, address & 15 == 0))
+            else:
+                key.append(_arg_key(arg))
+        key_t = tuple(key)
+        entry = self._entries.get(key_t)
         if entry is None:
             entry = self.cache.entry_for(grid3, args, self.constexprs, self.config, self.options)
             if entry is None:
                 return
-            self._entries[key] = entry
-        run, function, packed, tail = entry
-        run(grid3[0], grid3[1], grid3[2], compat.current_stream(device), function, packed,
-            None, None, None, *args, *tail)
+            self._entries[key_t] = entry
+        go, tail = entry
+        stream = self._stream
+        if stream is None:
+            stream = self._stream = compat.stream_function()
+        go(grid3[0], grid3[1], grid3[2], stream(device), (*values, *tail))
+
+
+#: launches a compiled kernel: ``go(grid_x, grid_y, grid_z, stream, args)`` where ``args`` are
+#: the runtime arguments followed by the constexprs' values
+Launcher = Callable[[int, int, int, int, tuple[Any, ...]], None]
+_Entry = tuple[Launcher, tuple[Any, ...]]
+
+
+_TORCH_ARG_TYPES = {
+    "i1": "i", "i8": "b", "i16": "h", "i32": "i", "i64": "l", "u1": "I", "u8": "B", "u16": "H",
+    "u32": "I", "u64": "K", "fp16": "f", "bf16": "f", "fp32": "f", "f32": "f", "fp64": "d",
+}
+
+
+def torch_launcher(compiled: Any) -> Launcher | None:
+    """A launch through PyTorch's own launcher for Triton-compiled CUDA kernels (the one
+    ``torch.compile`` uses), reusing the kernel Triton loaded: a fixed C++ entry point with
+    no per-launch Python. None where it does not apply (no CUDA build of torch, ROCm,
+    clusters, cooperative or programmatic-dependent launches, tensor descriptors, launch
+    hooks, scratch memory)."""
+    import torch
+
+    impl = getattr(torch._C, "_StaticCudaLauncher", None)
+    if impl is None or torch.version.hip is not None:
+        return None
+    metadata = compiled.metadata
+    if getattr(metadata, "num_ctas", 1) != 1 or any(
+        getattr(metadata, flag, False) for flag in ("launch_cooperative_grid", "launch_pdl")
+    ):
+        return None
+    if getattr(metadata, "global_scratch_size", 0) or getattr(metadata, "profile_scratch_size", 0):
+        return None
+    if tuple(getattr(metadata, "cluster_dims", (1, 1, 1)) or (1, 1, 1)) not in ((1, 1, 1), (1,), ()):
+        return None
+    if getattr(metadata, "tensordesc_meta", None):
+        return None
+    try:
+        import triton
+
+        hooks = (triton.knobs.runtime.launch_enter_hook, triton.knobs.runtime.launch_exit_hook)
+        if any(h is not None and getattr(h, "calls", True) for h in hooks):
+            return None
+    except AttributeError:
+        pass
+    names = list(compiled.src.fn.arg_names)
+    signature = compiled.src.signature
+    keep: list[int] = []
+    types = []
+    for index, name in enumerate(names):
+        ty = signature.get(name, signature.get(index)) if isinstance(signature, dict) else None
+        if ty is None:
+            return None
+        if ty == "constexpr":
+            continue
+        code = "O" if ty.startswith("*") else _TORCH_ARG_TYPES.get(ty)
+        if code is None:
+            return None
+        keep.append(index)
+        types.append(code)
+    # kernels of these Triton versions take scratch pointers after their own arguments
+    scratch = tuple(
+        None for field in ("global_scratch_size", "profile_scratch_size") if hasattr(metadata, field)
+    )
+    arg_types = "".join(types) + "O" * len(scratch)
+    function, warps, shared = compiled.function, metadata.num_warps, metadata.shared
+    launch = impl._launch_kernel
+    count = len(keep)
+    if keep == list(range(count)):
+
+        def torch_prefix(gx: int, gy: int, gz: int, stream: int, args: tuple[Any, ...]) -> None:
+            launch(function, gx, gy, gz, warps, shared, arg_types, args[:count] + scratch, stream)
+
+        return torch_prefix
+
+    def torch_selected(gx: int, gy: int, gz: int, stream: int, args: tuple[Any, ...]) -> None:
+        launch(function, gx, gy, gz, warps, shared, arg_types, (*[args[i] for i in keep], *scratch), stream)
+
+    return torch_selected
+
+
+def launcher_for(compiled: Any) -> Launcher:
+    """How a compiled kernel is launched: ``GEMS_LAUNCHER`` picks ``torch`` (PyTorch's
+    launcher, :func:`torch_launcher`), ``direct`` (Triton's native launch function, called
+    directly: :func:`fast_launcher`) or ``triton`` (Triton's launcher object as is); the
+    default takes the first of those that applies."""
+    choice = os.environ.get("GEMS_LAUNCHER", "auto")
+    if choice in ("auto", "torch"):
+        launcher = torch_launcher(compiled)
+        if launcher is not None:
+            return launcher
+    return fast_launcher(compiled, direct=choice != "triton")
+
+
+def fast_launcher(compiled: Any, direct: bool = True) -> Launcher:
+    """A direct call of ``compiled``'s native launch function, skipping the Python layer of
+    Triton's launcher object where that layer has nothing to do (no scratch memory to
+    allocate, no sanitizer), which is most kernels. How the launcher forwards its arguments
+    differs between Triton versions, so it is observed once, with placeholder values, rather
+    than assumed; anything unexpected keeps Triton's own launcher."""
+    run, function, packed = compiled.run, compiled.function, compiled.packed_metadata
+
+    def standard(gx: int, gy: int, gz: int, stream: int, args: tuple[Any, ...]) -> None:
+        run(gx, gy, gz, stream, function, packed, None, None, None, *args)
+
+    native = getattr(run, "launch", None)
+    if native is None or not direct:
+        return standard
+    if getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
+        return standard
+    if getattr(run, "gsan_enabled", False):
+        return standard
+    grid_and_function = tuple(object() for _ in range(5))
+    meta = tuple(object() for _ in range(4))  # packed metadata, launch metadata, two hooks
+    placeholders = (object(), object())
+    seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    run.launch = lambda *a, **k: seen.append((a, k))
+    try:
+        run(*grid_and_function, *meta, *placeholders)
+    except Exception:
+        return standard
+    finally:
+        run.launch = native
+    if len(seen) != 1 or seen[0][1]:
+        return standard
+    forwarded = seen[0][0]
+    if len(forwarded) < 5 or any(a is not b for a, b in zip(forwarded[:5], grid_and_function)):
+        return standard
+    if forwarded[-1] == placeholders and type(forwarded[-1]) is tuple:
+        as_tuple, middle = True, forwarded[5:-1]
+    elif len(forwarded) >= 7 and all(a is b for a, b in zip(forwarded[-2:], placeholders)):
+        as_tuple, middle = False, forwarded[5:-2]
+    else:
+        return standard
+    actual = dict(zip(map(id, meta), (packed, None, None, None)))
+    if any(m is p for m in middle for p in (*grid_and_function, *placeholders)):
+        return standard
+    fixed = tuple(actual.get(id(m), m) for m in middle)
+    if as_tuple:
+
+        def direct_tuple(gx: int, gy: int, gz: int, stream: int, args: tuple[Any, ...]) -> None:
+            native(gx, gy, gz, stream, function, *fixed, args)
+
+        return direct_tuple
+
+    def direct(gx: int, gy: int, gz: int, stream: int, args: tuple[Any, ...]) -> None:
+        native(gx, gy, gz, stream, function, *fixed, *args)
+
+    return direct
 
 
 def _compile_target() -> Any:

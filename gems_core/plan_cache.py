@@ -39,6 +39,20 @@ def signature(t: torch.Tensor) -> tuple[Any, ...]:
     return (t.dtype, t.shape, t.stride(), t.device)
 
 
+def dense_strides(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether ``strides`` are the row-major strides of ``shape`` (as ``torch.empty`` would
+    allocate): plans then allocate with ``torch.empty``, which costs less per call than
+    ``torch.empty_strided``."""
+    if len(shape) != len(strides):
+        return False
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if stride != expected:
+            return False
+        expected *= max(size, 1)
+    return True
+
+
 def optional_signature(t: torch.Tensor | None) -> tuple[Any, ...] | None:
     return None if t is None else (t.dtype, t.shape, t.stride(), t.device)
 

@@ -6,6 +6,7 @@ never at import: importing gems_core has no side effects beyond defining names.
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 
@@ -75,3 +76,21 @@ def peek() -> Runtime | None:
     """The runtime if one was selected already; never selects."""
     return _runtime
 
+
+
+@functools.cache
+def compute_units(device_type: str, index: int | None) -> int:
+    """How many independent compute units (SMs, CUs) the device has, for sizing grids that
+    must fill the chip; 8 where the device does not say (the CPU interpreter, whose programs
+    run one after another, wants few)."""
+    if device_type == "cpu":
+        return 8
+    try:
+        import torch
+
+        module = torch.get_device_module(device_type)
+        props = module.get_device_properties(index if index is not None else module.current_device())
+        units = int(getattr(props, "multi_processor_count", 0))
+    except Exception:
+        units = 0
+    return units if units > 0 else 8

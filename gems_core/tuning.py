@@ -8,6 +8,7 @@ version and kernel, so a second process starts with no tuning.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -37,6 +38,12 @@ def forcing(pick: Callable[[Tunable], KernelConfig]) -> Iterator[None]:
         yield
     finally:
         _forced_pick = previous
+
+
+def _autotune() -> bool:
+    """``GEMS_AUTOTUNE=0`` turns benchmarking off: every kernel takes its first config (for
+    test runs that want no tuning time, or reproducible configs)."""
+    return os.environ.get("GEMS_AUTOTUNE", "1") != "0"
 
 
 def cacheable() -> bool:
@@ -125,7 +132,7 @@ class Tunable:
         if admit is not None:
             configs = tuple(c for c in configs if admit(c)) or configs[:1]
         rt = runtime.current()
-        if len(configs) == 1 or bench is None or rt.interpreter or rt.compile_only:
+        if len(configs) == 1 or bench is None or rt.interpreter or rt.compile_only or not _autotune():
             return configs[0]
         path = self._cache_path()
         stored = read_json(path).get(repr(key))

@@ -135,10 +135,10 @@ def test_use_gems_that_fails_to_register_keeps_previous_state(monkeypatch):
     gems_core.enable(include="mul")
     make_kernel = dispatch._make_kernel
 
-    def failing(impl, rt, key):
+    def failing(impl, rt, key, *rest):
         if impl.name == "add.out":
             raise RuntimeError("cannot register")
-        return make_kernel(impl, rt, key)
+        return make_kernel(impl, rt, key, *rest)
 
     monkeypatch.setattr(dispatch, "_make_kernel", failing)
     with pytest.raises(RuntimeError, match="cannot register"), gems_core.use_gems(include="add"):

@@ -213,7 +213,12 @@ def _mm_shared_bytes(params, stages: int, element_bytes: int) -> int:
 
 @pytest.mark.parametrize("vendor,arch", VENDOR_ARCH)
 def test_configs_cover_every_tunable(vendor, arch):
-    assert set(_configs(vendor, arch)) == set(TUNABLES)
+    """Every vendor tunes the five kernel families; extras must name real tunables."""
+    from gems_core import tuning
+
+    names = set(_configs(vendor, arch))
+    assert set(TUNABLES) <= names
+    assert names <= set(tuning.tunables()), names - set(tuning.tunables())
 
 
 @pytest.mark.parametrize("vendor,arch", VENDOR_ARCH)
@@ -377,7 +382,7 @@ def test_emulated_selection_applies_policy_and_reports_dropped_options(tmp_path,
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["backend"] == vendor and report["emulated"]
-    assert set(report["configs"]) == set(TUNABLES)
+    assert set(TUNABLES) <= set(report["configs"])
     declared = getattr(plugin, "gems_compiler_options", lambda arch: {})(arch=report["arch"])
     expected = sorted(f"{k}: {o}={v!r}" for k, opts in declared.items() for o, v in opts.items())
     kept = sorted(f"{k}: {o}={v!r}" for k, opts in report["kept"].items() for o, v in opts.items())

@@ -4,10 +4,10 @@ running); the accuracy tier must still report it, as ERROR with the recorded rea
 from __future__ import annotations
 
 import torch
-
 from gems_conformance import records as R
 from gems_conformance.accuracy import check_sample
 from gems_conformance.cases import all_cases
+
 from gems_core import runtime
 
 

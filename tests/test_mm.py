@@ -1,5 +1,6 @@
 """mm/addmm behaviour beyond the op cases: ATen's errors, empty products, out= rules, the
-tunable's contract with backend plugins, and the cpu backend's bf16 gate."""
+tunable's contract with backend plugins, the cpu backend's bf16 gate, and the shape-dispatched
+variants (GEMV, skinny split-K decode, the general tile)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 import torch
 
 import gems_core
-from gems_core import runtime
+from gems_core import runtime, tuning
+from gems_core.registry import load_ops
 from gems_core.tuning import tunables
 
 #: only the ops under test run on gems, so a fault elsewhere cannot fail these tests
@@ -134,3 +136,179 @@ def test_interpreter_bf16_dot_is_still_wrong() -> None:
     out = torch.empty(16, 16, dtype=torch.bfloat16)
     _launch(a, b, out, None, 1, 0)
     assert not torch.allclose(out.float(), (a.double() @ b.double()).float(), rtol=0.05, atol=0.05)
+
+
+# -- shape-dispatched variants -----------------------------------------------------------
+
+#: (M, K, N) -> the variant that must serve it (small shapes: the interpreter is slow)
+VARIANT_SHAPES = {
+    (1, 64, 17): "gemv",
+    (1, 300, 64): "gemv",
+    (3, 300, 1): "gemv",  # one column: the transposed GEMV
+    (3, 64, 17): "decode",
+    (3, 300, 17): "decode",  # K spans several BLOCK_K steps: split over K
+    (16, 300, 64): "decode",
+    (80, 64, 17): "general",
+}
+#: (rtol, atol) against a float64 product, for inputs in [-1, 1]
+TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3)}
+
+
+def _modules() -> tuple[Any, Any]:
+    load_ops()
+    from gems_core.ops import gemm_decode, mm
+
+    return mm, gemm_decode
+
+
+def _spy_variants(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record which variant launcher each product reaches (and whether split-K reduced)."""
+    mm, gemm_decode = _modules()
+    calls: list[str] = []
+    for name, label in (("launch_gemv", "gemv"), ("launch_decode", "decode"),
+                        ("launch_general", "general")):
+        original = getattr(mm, name)
+
+        def record(*args: Any, _original: Any = original, _label: str = label, **kwargs: Any) -> Any:
+            calls.append(_label)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(mm, name, record)
+    reduce = gemm_decode._launch_reduce
+
+    def record_reduce(*args: Any, **kwargs: Any) -> Any:
+        calls.append("split-k reduce")
+        return reduce(*args, **kwargs)
+
+    monkeypatch.setattr(gemm_decode, "_launch_reduce", record_reduce)
+    return calls
+
+
+def _operand(shape: tuple[int, int], dtype: torch.dtype, layout: str, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    rows, cols = shape
+    if layout == "transposed":
+        return (torch.rand(cols, rows, generator=g) * 2 - 1).to(dtype).t()
+    if layout == "strided":
+        return (torch.rand(rows, 2 * cols, generator=g) * 2 - 1).to(dtype)[:, ::2]
+    return (torch.rand(rows, cols, generator=g) * 2 - 1).to(dtype)
+
+
+def _check(got: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
+    assert got.dtype == dtype
+    rtol, atol = TOLERANCES[dtype]
+    torch.testing.assert_close(got.double(), expected, rtol=rtol, atol=atol)
+
+
+def test_variant_rules() -> None:
+    mm, _ = _modules()
+    assert mm.variant(1, 4096, 4096, torch.bfloat16) == "gemv"
+    assert mm.variant(4096, 1, 4096, torch.float32) == "gemv"
+    assert mm.variant(1, 64, 64, torch.float64) == "gemv"
+    assert mm.variant(2, 14336, 4096, torch.bfloat16) == "decode"
+    assert mm.variant(64, 4096, 4096, torch.float16) == "decode"
+    assert mm.variant(16, 4096, 4096, torch.float64) == "general"
+    assert mm.variant(65, 4096, 4096, torch.bfloat16) == "general"
+
+
+def test_split_k_fills_the_compute_units() -> None:
+    _, gemm_decode = _modules()
+    # decode-shaped addmm 16x14336x4096 on 132 SMs, 16x128 tiles: 112 tiles, two slices
+    assert gemm_decode.split_k_slices(112, 4096, 128, 132) == (2, 2048)
+    # few tiles, deep K: up to one program per unit, slices of whole BLOCK_K steps
+    assert gemm_decode.split_k_slices(8, 14336, 128, 132) == (16, 896)
+    # enough tiles, or too little K to split: one slice
+    assert gemm_decode.split_k_slices(200, 4096, 128, 132) == (1, 4096)
+    assert gemm_decode.split_k_slices(1, 100, 64, 132) == (1, 128)
+    assert gemm_decode.split_k_slices(1, 0, 64, 132) == (1, 64)
+    for tiles, K, block_k in ((3, 1000, 64), (1, 300, 64), (5, 4113, 128)):
+        slices, per_slice = gemm_decode.split_k_slices(tiles, K, block_k, 132)
+        assert per_slice % block_k == 0 and (slices - 1) * per_slice < K <= slices * per_slice
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("shape", sorted(VARIANT_SHAPES), ids=str)
+def test_variants_match_float64(
+    monkeypatch: pytest.MonkeyPatch, shape: tuple[int, int, int], dtype: torch.dtype
+) -> None:
+    """mm and addmm (beta, alpha, broadcast bias) on contiguous, transposed and strided
+    operands, through the variant the shape must take."""
+    calls = _spy_variants(monkeypatch)
+    M, K, N = shape
+    a = _operand((M, K), dtype, "contiguous", 1)
+    b = _operand((K, N), dtype, "transposed", 2)  # a Linear weight's layout
+    a_t = _operand((M, K), dtype, "transposed", 3)
+    b_s = _operand((K, N), dtype, "strided", 4)
+    row_bias = _operand((1, N), dtype, "contiguous", 5)[0]  # broadcast over rows
+    col_bias = _operand((M, 1), dtype, "contiguous", 6)  # broadcast over columns
+    with gems_core.use_gems(include=OPS):
+        product = torch.mm(a, b)
+        biased = torch.addmm(row_bias, a_t, b_s, beta=0.5, alpha=-2.0)
+        column = torch.addmm(col_bias, a, b_s, alpha=0.25)
+    wide = {t: t.double() for t in (a, b, a_t, b_s, row_bias, col_bias)}
+    _check(product, wide[a] @ wide[b], dtype)
+    _check(biased, 0.5 * wide[row_bias] - 2.0 * (wide[a_t] @ wide[b_s]), dtype)
+    _check(column, wide[col_bias] + 0.25 * (wide[a] @ wide[b_s]), dtype)
+    expected = VARIANT_SHAPES[shape]
+    assert [c for c in calls if c != "split-k reduce"] == [expected] * 3
+    # the reduction runs exactly when K is split (on the interpreter: 8 units, first config)
+    reduced = calls.count("split-k reduce")
+    if expected == "decode":
+        _, gemm_decode = _modules()
+        p = tunables()["mm_decode"].configs()[0].params
+        tiles = -(-M // p["BLOCK_M"]) * -(-N // p["BLOCK_N"])
+        slices, _ = gemm_decode.split_k_slices(tiles, K, p["BLOCK_K"], runtime.compute_units("cpu", None))
+        assert reduced == (3 if slices > 1 else 0), calls
+        assert (slices > 1) == (K == 300)  # both paths are covered
+    else:
+        assert reduced == 0, calls
+
+
+def test_decode_out_may_be_its_own_input_and_beta0_ignores_nan(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _spy_variants(monkeypatch)
+    a, b = torch.rand(3, 300) * 2 - 1, torch.rand(17, 300).t() * 2 - 1
+    c = torch.rand(3, 17)
+    expected = torch.addmm(c.double(), a.double(), b.double(), beta=0.5, alpha=-2)
+    with gems_core.use_gems(include=OPS + ("addmm.out",)):  # "addmm" names only the overload
+        torch.addmm(c, a, b, beta=0.5, alpha=-2, out=c)
+        ignored = torch.addmm(torch.full((3, 17), float("nan")), a, b, beta=0)
+    torch.testing.assert_close(c.double(), expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ignored.double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
+    assert calls == ["decode", "split-k reduce"] * 2
+
+
+def test_gemv_float64_and_empty_k(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _spy_variants(monkeypatch)
+    a = torch.randn(1, 33, dtype=torch.float64)
+    b = torch.randn(40, 33, dtype=torch.float64).t()
+    c = torch.randn(40, dtype=torch.float64)
+    with gems_core.use_gems(include=OPS):
+        got = torch.addmm(c, a, b, beta=1 / 3, alpha=0.1)
+        empty = torch.addmm(c, torch.randn(1, 0, dtype=torch.float64),
+                            torch.randn(0, 40, dtype=torch.float64), beta=2.0)
+    torch.testing.assert_close(got, c / 3 + 0.1 * (a @ b), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(empty, 2.0 * c[None, :].expand(1, 40))
+    assert calls == ["gemv", "gemv"]
+
+
+def test_decode_tiles_of_every_config_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each default mm_decode config (16 to 64 rows, split or not) gives the same product."""
+    calls = _spy_variants(monkeypatch)
+    a, b = torch.rand(5, 200) * 2 - 1, torch.rand(200, 33) * 2 - 1
+    bias = torch.rand(33)
+    expected = torch.addmm(bias.double(), a.double(), b.double(), alpha=1.5)
+    decode = tunables()["mm_decode"]
+    for config in decode.defaults:
+        with tuning.forcing(lambda t, config=config: config if t is decode else t.configs()[0]):
+            with gems_core.use_gems(include=OPS):
+                got = torch.addmm(bias, a, b, alpha=1.5)
+        torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
+    assert calls.count("decode") == len(decode.defaults)
+
+
+def test_new_tunables_keep_their_params() -> None:
+    assert tunables()["mm_decode"].params == ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+    assert tunables()["gemv"].params == ("BLOCK_N", "BLOCK_K")
+    for name in ("mm_decode", "gemv"):
+        for config in tunables()[name].defaults:
+            assert set(config.params) == set(tunables()[name].params)

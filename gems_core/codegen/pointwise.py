@@ -35,7 +35,7 @@ from ..contract import KernelConfig
 from ..disk_cache import atomic_write_text, cache_dir
 from ..host_math import cdiv
 from ..launch_cache import LaunchCache
-from ..plan_cache import Launch, PlanCache
+from ..plan_cache import Launch, PlanCache, dense_strides
 from ..tuning import Tunable
 from .layout import allocate_like, broadcast_shapes, broadcast_strides, iteration_layout, max_offset
 
@@ -279,6 +279,7 @@ class PointwiseOp:
             plan.launch(args, outs, extras)
             if signature is not None and all(a is x for a, x in zip(args, operands)):
                 plan.result = (shape, tuple(o.stride() for o in outs), result, device)
+                plan.dense = plan.plain and len(outs) == 1 and dense_strides(shape, outs[0].stride())
                 self._plans.store(signature, plan)  # not while configs are forced
         if out is None and self.num_outputs == 1:
             return outs[0]
@@ -368,7 +369,7 @@ class _Plan:
     """Everything about a launch that a call signature (dtypes, shapes, strides, devices,
     scalar types) settles; a repeat call only allocates, encodes numbers and launches."""
 
-    __slots__ = ("extra_kinds", "kinds", "kernel", "plain", "result")
+    __slots__ = ("dense", "extra_kinds", "kinds", "kernel", "plain", "result")
 
     def __init__(self, kinds: tuple[str, ...], extra_kinds: tuple[tuple[str, str], ...], kernel: Launch) -> None:
         self.kinds = kinds
@@ -376,6 +377,7 @@ class _Plan:
         self.kernel = kernel
         self.plain = not extra_kinds and all(k == "tensor" for k in kinds)  # nothing to encode
         self.result: tuple[Any, ...] | None = None
+        self.dense = False  # one output with row-major strides, tensors only (set on store)
 
     def launch(self, args: Sequence[Any], outs: Sequence[torch.Tensor], extras: dict[str, Any]) -> None:
         if self.plain:
@@ -388,6 +390,10 @@ class _Plan:
 
     def run(self, operands: Sequence[Any], extras: dict[str, Any]) -> Any:
         shape, strides, dtype, device = self.result  # type: ignore[misc]
+        if self.dense:  # the common call: one dense output, tensors only
+            out = torch.empty(shape, dtype=dtype, device=device)
+            self.kernel(*operands, out)
+            return out
         outs = [torch.empty_strided(shape, s, dtype=dtype, device=device) for s in strides]
         self.launch(operands, outs, extras)
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -150,7 +150,7 @@ def _arg_reduce(x: torch.Tensor, dim: int, values: torch.Tensor, indices: torch.
 
     def launch(config: KernelConfig) -> None:
         block_m, block_n, programs, splits, cols_per_split = split_plan(
-            m, n, config.params["BLOCK_M"], config.params["BLOCK_N"]
+            m, n, config.params["BLOCK_M"], config.params["BLOCK_N"], x.device
         )
         common = {"config": config, "options": REDUCTION.options(), "BLOCK_M": block_m, **constexprs}
         if splits == 1:
@@ -166,7 +166,7 @@ def _arg_reduce(x: torch.Tensor, dim: int, values: torch.Tensor, indices: torch.
         _launch((programs, 1), part_v, part_i, values, indices, m, splits, 1, splits, 0, 1, width, 1,
                 GATHER=True, INT64=m * splits > _INT32, BLOCK_N=width, **common)
 
-    key = ("arg", is_min, str(x.dtype), m.bit_length(), n.bit_length())
+    key = ("arg", is_min, str(x.dtype), m.bit_length(), n.bit_length(), stride_n == 1)
     launch(REDUCTION.choose(key, lambda config: bench_ms(lambda: launch(config))))
 
 

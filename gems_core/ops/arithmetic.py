@@ -53,7 +53,9 @@ def _true_div(x, y):
 @triton.jit
 def _trunc_div(x, y):
     if x.dtype.is_floating():
-        q = x / y
+        # a correctly rounded quotient: the fast division GPUs default to can land just
+        # below an exact integer quotient (3 / 0.75 -> 3.9999998), which truncation exposes
+        q = tl.div_rn(x, y)
         return tl.where(q < 0, tl.math.ceil(q), tl.math.floor(q))
     else:
         return x // y  # integer // truncates toward zero in Triton, as C does
@@ -117,6 +119,8 @@ def _add_like(plain: Any, scaled: Any, self: Any, other: Any, alpha: Any, out: A
 
 @aten_op("add.Tensor", "add.Scalar")
 def add(self: torch.Tensor, other: Any, *, alpha: Any = 1) -> torch.Tensor:
+    if alpha.__class__ is int and alpha == 1:
+        return _add(self, other)  # the common call: no alpha to check or apply
     return _add_like(_add, _add_scaled, self, other, alpha)
 
 

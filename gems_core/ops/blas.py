@@ -7,9 +7,10 @@ so transposed, sliced or expanded (stride 0) batches are read in place, never co
 ``torch.matmul`` of two 3-D (or broadcast N-D) tensors reaches bmm; a 2-D matrix times a
 vector reaches mv.
 
-mv is not a padded GEMM: each program owns BLOCK_M rows of the matrix and walks K in
-BLOCK_K steps, multiplying by the vector's slice into an fp32 (fp64) tile that is summed
-across K once at the end.
+mv is not a padded GEMM: it runs gemm_decode.py's GEMV (the "gemv" tunable, shared with
+mm/addmm of one row or column) on the transposed matrix, each program owning a block of
+result entries and streaming their rows of the matrix once, in an fp32 (fp64) tile that is
+summed across K once at the end.
 
 ``outer`` (and ``ger``) is a composite in ATen that reaches the backend as ``mul.Tensor`` of
 a column and a row, so gems serves it through arithmetic.py's mul; nothing is registered
@@ -34,7 +35,7 @@ import triton.language as tl
 from ..contract import KernelConfig
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
-from ..tuning import Tunable
+from .gemm_decode import launch_gemv
 from .mm import (
     _FLOATS,
     _INT32_MAX,
@@ -47,20 +48,6 @@ from .mm import (
     _shares_memory,
     fits_shared_memory,
     gemm_tile,
-)
-
-MV = Tunable(
-    "mv",
-    params=("BLOCK_M", "BLOCK_K"),
-    defaults=[
-        # the first is used where no benchmarking happens
-        KernelConfig({"BLOCK_M": 32, "BLOCK_K": 128}, num_warps=4, num_stages=2),
-        KernelConfig({"BLOCK_M": 16, "BLOCK_K": 256}, num_warps=4, num_stages=2),
-        KernelConfig({"BLOCK_M": 64, "BLOCK_K": 64}, num_warps=4, num_stages=3),
-        KernelConfig({"BLOCK_M": 8, "BLOCK_K": 512}, num_warps=8, num_stages=2),
-        KernelConfig({"BLOCK_M": 128, "BLOCK_K": 32}, num_warps=8, num_stages=3),
-    ],
-    description="mv: BLOCK_M matrix rows per program, K in BLOCK_K steps",
 )
 
 #: the most programs one grid axis past the first may hold on common hardware
@@ -133,50 +120,7 @@ def _bmm_kernel(
     )
 
 
-@triton.jit
-def _mv_kernel(
-    a_ptr,  # (M, K), strides (stride_am, stride_ak)
-    x_ptr,  # (K,), stride stride_x
-    y_ptr,  # (M,), stride stride_y; the result
-    M,
-    K,
-    stride_am,
-    stride_ak,
-    stride_x,
-    stride_y,
-    BLOCK_M: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    ACC_FP64: tl.constexpr,
-    INT64: tl.constexpr,
-):
-    # y[m] = sum_k A[m, k] * x[k], accumulated in fp32 (fp64 for fp64 inputs)
-    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rk = tl.arange(0, BLOCK_K)
-    if INT64:
-        rm = rm.to(tl.int64)
-        rk = rk.to(tl.int64)
-    row_mask = rm < M
-    if ACC_FP64:
-        acc = tl.full((BLOCK_M, BLOCK_K), 0.0, tl.float64)
-    else:
-        acc = tl.full((BLOCK_M, BLOCK_K), 0.0, tl.float32)
-    # products are summed per column slot across K, and across slots once at the end
-    for k in range(0, K, BLOCK_K):
-        cols = k + rk
-        col_mask = cols < K
-        a = tl.load(
-            a_ptr + rm[:, None] * stride_am + cols[None, :] * stride_ak,
-            mask=row_mask[:, None] & col_mask[None, :],
-            other=0.0,
-        )
-        x = tl.load(x_ptr + cols * stride_x, mask=col_mask, other=0.0)
-        acc += a.to(acc.dtype) * x.to(acc.dtype)[None, :]
-    y = tl.sum(acc, axis=1)
-    tl.store(y_ptr + rm * stride_y, y.to(y_ptr.dtype.element_ty), mask=row_mask)
-
-
 _launch_bmm = LaunchCache(_bmm_kernel, name="bmm")
-_launch_mv = LaunchCache(_mv_kernel, name="mv")
 
 
 def _launch_batched(
@@ -346,39 +290,8 @@ def baddbmm_out(
 def _launch_gemv(a: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> None:
     """out = a @ x for an (M, K) matrix and a (K,) vector; K == 0 gives zeros (no step)."""
     M, K = a.shape
-    if M == 0:
-        return
-    constexprs = {
-        "ACC_FP64": a.dtype == torch.float64,
-        "INT64": any(_max_offset(t) > _INT32_MAX for t in (a, x, out)),
-    }
-
-    def run(config: KernelConfig, target: torch.Tensor) -> None:
-        grid = (triton.cdiv(M, config.params["BLOCK_M"]),)
-        _launch_mv(
-            grid,
-            a,
-            x,
-            target,
-            M,
-            K,
-            a.stride(0),
-            a.stride(1),
-            x.stride(0),
-            target.stride(0),
-            config=config,
-            options=MV.options(),
-            **constexprs,
-        )
-
-    def bench(config: KernelConfig) -> float:
-        scratch = torch.empty_like(out)
-        return float(triton.testing.do_bench(lambda: run(config, scratch)))
-
-    # a row-major and a column-major matrix favour different tiles
-    layout = "rows" if abs(a.stride(1)) <= abs(a.stride(0)) else "columns"
-    key = (str(a.dtype), layout, _bucket(M), _bucket(K))
-    run(MV.choose(key, bench), out)
+    # the GEMV's (K, N) weight is a^T: the result's entries are its columns
+    launch_gemv(x, x.stride(0), a, a.stride(1), a.stride(0), out, out.stride(0), None, 0, K, M, 1, 0)
 
 
 def _matrix_vector(matrix: Any, vec: Any) -> bool:

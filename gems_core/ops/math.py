@@ -37,8 +37,12 @@ def _reciprocal(x):
 @pointwise(kind="INT_TO_FLOAT")
 @triton.jit
 def _rsqrt(x):
-    # 1 / sqrt(x); -0.0 -> -inf, x < 0 -> NaN
-    return 1.0 / tl.sqrt(x)
+    # -0.0 -> -inf, x < 0 -> NaN
+    # 1 / sqrt(x), with subnormal x scaled into the normal range first (by 2^24, undone
+    # exactly as 2^12): GPU square roots flush subnormals to zero, which would give inf
+    tiny = tl.abs(x) < 1.1754943508222875e-38
+    r = 1.0 / tl.sqrt(tl.where(tiny, x * 16777216.0, x))
+    return tl.where(tiny, r * 4096.0, r)
 
 
 @pointwise(kind="INT_TO_FLOAT")

@@ -1,10 +1,23 @@
 """Matrix products: mm and addmm (with beta/alpha), with their out= overloads.
 
-One portable tiled kernel: each program computes a BLOCK_M x BLOCK_N tile of the result,
-walking K in BLOCK_K steps with ``tl.dot`` into an fp32 accumulator (fp64 for fp64 inputs).
-Any M, N, K (masked edges) and any strides (a transposed operand is read in place, never
-copied). Programs are ordered in groups of GROUP_M tile rows, so tiles running together
-share operand tiles in cache.
+Three kernels, picked by shape (:func:`variant`):
+
+- ``gemv`` (M == 1, or N == 1 as the transposed product): a matrix-vector product that
+  streams the large operand once (gemm_decode.py; mv uses it too).
+- ``decode`` (M <= 64, 16-bit or fp32 operands): a skinny tile (16 to 64 rows, wide in N
+  and K), split over K when the result's tiles alone do not fill the chip, with a
+  deterministic reduction of the fp32 partials (gemm_decode.py). Decode steps of a model
+  (M = batch) and short prompts land here.
+- ``general``: the portable tiled kernel below. Each program computes a BLOCK_M x BLOCK_N
+  tile of the result, walking K in BLOCK_K steps with ``tl.dot`` into an fp32 accumulator
+  (fp64 for fp64 inputs, which always take this kernel unless they are a GEMV). Programs
+  are ordered in groups of GROUP_M tile rows, so tiles running together share operand
+  tiles in cache.
+
+Every kernel takes any M, N, K (masked edges) and any strides (a transposed operand is read
+in place, never copied), accumulates in fp32 (fp64) and fuses alpha, beta and the
+broadcast bias of addmm into its epilogue. Each has its own tunable: "mm", "mm_decode",
+"gemv".
 
 Cases ATen must judge (integer or mixed dtypes, shapes that do not multiply, non-matrices)
 are handed to ATen, so its errors are its own.
@@ -12,19 +25,28 @@ are handed to ATen, so its errors are its own.
 
 from __future__ import annotations
 
-import struct
 import warnings
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
-from .. import runtime
 from ..contract import KernelConfig
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
+from .gemm_common import (  # noqa: F401 - re-exported for blas.py and attention.py
+    _FLOATS,
+    _INT32_MAX,
+    _bucket,
+    _input_precision,
+    _max_offset,
+    _needs_int64,
+    _scalar_arg,
+    fits_shared_memory,
+)
+from .gemm_decode import launch_decode, launch_gemv
 
 MM = Tunable(
     "mm",
@@ -54,8 +76,8 @@ MM = Tunable(
     "steps; GROUP_M tile rows per program group",
 )
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-_INT32_MAX = 2**31 - 1
+#: the most rows that take the decode variant
+DECODE_MAX_M = 64
 
 
 @triton.jit
@@ -203,27 +225,14 @@ def _mm_kernel(
 _launch_mm = LaunchCache(_mm_kernel, name="mm")
 
 
-def _bucket(size: int) -> int:
-    """Shapes within a power of two (capped) share one tuning choice."""
-    return min(triton.next_power_of_2(max(size, 1)), 8192)
-
-
-def _input_precision(dtype: torch.dtype) -> str | None:
-    """fp32 products follow torch's matmul precision setting (IEEE by default, as ATen)."""
-    if dtype != torch.float32:
-        return None
-    return "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
-
-
-def _scalar_arg(value: Any, fp64: bool) -> Any:
-    """Triton passes Python floats as fp32; an fp64 product gets the value's 64-bit pattern."""
-    if fp64:
-        return struct.unpack("<q", struct.pack("<d", float(value)))[0]
-    return float(value)
-
-
-def _max_offset(t: torch.Tensor) -> int:
-    return sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
+def variant(M: int, N: int, K: int, dtype: torch.dtype) -> str:
+    """Which kernel computes an (M, K) @ (K, N) product: "gemv" for one row or column,
+    "decode" for few rows of 16-bit or fp32 operands, else "general"."""
+    if M == 1 or N == 1:
+        return "gemv"
+    if M <= DECODE_MAX_M and dtype != torch.float64:
+        return "decode"
+    return "general"
 
 
 def _launch(
@@ -234,17 +243,47 @@ def _launch(
     alpha: Any,
     beta: Any,
 ) -> None:
-    """out = alpha * (a @ b) + beta * bias (bias already expanded to out's shape)."""
+    """out = alpha * (a @ b) + beta * bias (bias already expanded to out's shape), by the
+    kernel :func:`variant` picks."""
     (M, K), N = a.shape, b.shape[1]
     if M == 0 or N == 0:
         return
+    kind = variant(M, N, K, a.dtype)
+    if kind == "general":
+        launch_general(a, b, out, bias, alpha, beta)
+    elif kind == "decode":
+        launch_decode(a, b, out, bias, alpha, beta)
+    elif M == 1:
+        # the row of the result: x = a's row, W = b
+        launch_gemv(
+            a, a.stride(1), b, b.stride(0), b.stride(1), out, out.stride(1),
+            bias, 0 if bias is None else bias.stride(1), K, N, alpha, beta,
+        )
+    else:
+        # a column, computed as its transpose: x = b's column, W = a^T
+        launch_gemv(
+            b, b.stride(0), a, a.stride(1), a.stride(0), out, out.stride(0),
+            bias, 0 if bias is None else bias.stride(0), K, M, alpha, beta,
+        )
+
+
+def launch_general(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    out: torch.Tensor,
+    bias: torch.Tensor | None,
+    alpha: Any,
+    beta: Any,
+) -> None:
+    """out = alpha * (a @ b) + beta * bias on the tiled kernel, for any non-empty shape."""
+    (M, K), N = a.shape, b.shape[1]
     fp64 = a.dtype == torch.float64
     tensors = (a, b, out) if bias is None else (a, b, out, bias)
     bias_arg = out if bias is None else bias  # a placeholder pointer when there is no bias
     constexprs = {
         "HAS_BIAS": bias is not None,
         "ACC_FP64": fp64,
-        "INT64": any(_max_offset(t) > _INT32_MAX for t in tensors),
+        "INT64": _needs_int64(*tensors),
         "INPUT_PRECISION": _input_precision(a.dtype),
     }
     scalars = (_scalar_arg(alpha, fp64), _scalar_arg(beta, fp64))
@@ -281,22 +320,6 @@ def _launch(
 
     key = (str(a.dtype), _bucket(M), _bucket(N), _bucket(K))
     run(MM.choose(key, bench, fits_shared_memory(a.dtype)), out)
-
-
-def fits_shared_memory(dtype: torch.dtype) -> Callable[[KernelConfig], bool]:
-    """Whether a GEMM tile config fits the chip's shared memory for ``dtype`` operands:
-    ``num_stages`` copies of the A and B tiles, or the fp32 output tile that the epilogue
-    may stage through shared memory, whichever is larger."""
-    limit = runtime.current().limits.shared_memory_per_block
-    size = torch.empty((), dtype=dtype).element_size()
-
-    def admit(config: KernelConfig) -> bool:
-        p = config.params
-        block_m, block_n, block_k = p.get("BLOCK_M", 0), p.get("BLOCK_N", 0), p.get("BLOCK_K", 0)
-        staged = max(config.num_stages, 1) * (block_m * block_k + block_k * block_n) * size
-        return max(staged, block_m * block_n * 4) <= limit
-
-    return admit
 
 
 def _matrices(mat1: Any, mat2: Any) -> bool:

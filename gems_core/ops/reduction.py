@@ -23,11 +23,12 @@ import torch
 import triton
 import triton.language as tl
 
+from .. import runtime
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
-from ..plan_cache import Launch, PlanCache
+from ..plan_cache import Launch, PlanCache, dense_strides
 from ..registry import aten_op
 from ..tuning import Tunable
 
@@ -41,7 +42,7 @@ REDUCTION = Tunable(
 
 SUM, MAX, MIN, PROD = 0, 1, 2, 3  # the OP of _reduce_kernel
 _INT32 = 2**31 - 1
-_MAX_SPLITS = 128
+_MAX_SPLITS = 1024
 
 
 # Reductions go through tl.reduce with these combiners rather than tl.sum / tl.max: those
@@ -87,6 +88,7 @@ def _reduce_kernel(
     FILL: tl.constexpr,  # identity of OP, for masked lanes (a float for float inputs)
     ACC_FILL: tl.constexpr,  # the same identity, typed for ACC
     INT64: tl.constexpr,
+    KEPT: tl.constexpr,  # 1: one kept axis (row m at m * stride_i); 2: rows at m * stride_o
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
@@ -100,7 +102,14 @@ def _reduce_kernel(
         rows = rows.to(tl.int64)
         col_range = col_range.to(tl.int64)
     row_mask = rows < M
-    base = (rows // INNER) * stride_o + (rows % INNER) * stride_i
+    # with one kept axis the row offsets are plainly strided, which lets the compiler see
+    # contiguous rows (a reduction over a leading dim) and read them in wide, coalesced loads
+    if KEPT == 1:
+        base = rows * stride_i
+    elif KEPT == 2:
+        base = rows * stride_o
+    else:
+        base = (rows // INNER) * stride_o + (rows % INNER) * stride_i
     start = split * cols_per_split
     acc = tl.full((BLOCK_M, BLOCK_N), ACC_FILL, ACC)
     for offset in range(0, cols_per_split, BLOCK_N):
@@ -214,15 +223,21 @@ def index_reach(m: int, n: int, inner: int, stride_o: int, stride_i: int, stride
     return m + n + (m - 1) * abs(stride_o) + (inner - 1) * abs(stride_i) + (n - 1) * abs(stride_n)
 
 
-def split_plan(m: int, n: int, block_m: int, block_n: int) -> tuple[int, int, int, int, int]:
-    """(block_m, block_n, programs, splits, cols_per_split) for ``m`` rows of ``n``: short
-    outputs of long rows split each row over several programs."""
+def split_plan(
+    m: int, n: int, block_m: int, block_n: int, device: torch.device | None = None
+) -> tuple[int, int, int, int, int]:
+    """(block_m, block_n, programs, splits, cols_per_split) for ``m`` rows of ``n``: when the
+    rows alone give fewer programs than it takes to fill the chip (eight per compute unit of
+    ``device``), each long row is split over several programs (at most ``_MAX_SPLITS``, and
+    each split reads at least four blocks)."""
     block_m = min(block_m, next_power_of_2(m))
     block_n = min(block_n, next_power_of_2(n))
     programs = cdiv(m, block_m)
+    units = runtime.compute_units(device.type, device.index) if device is not None else 8
+    target = 8 * units
     splits = 1
-    if programs < 32 and n > 4 * block_n:
-        splits = min(_MAX_SPLITS, cdiv(n, 4 * block_n))
+    if programs < target and n > 4 * block_n:
+        splits = min(_MAX_SPLITS, cdiv(n, 4 * block_n), cdiv(target, programs))
     cols_per_split = cdiv(cdiv(n, splits), block_n) * block_n
     return block_m, block_n, programs, cdiv(n, cols_per_split), cols_per_split
 
@@ -246,7 +261,7 @@ class RowReduction:
             fill = float(fill)  # an int ``other=`` of a bf16 load reads as raw bits in the interpreter
         scale = 1.0 / n
         block_m, block_n, programs, splits, cols_per_split = split_plan(
-            m, n, config.params["BLOCK_M"], config.params["BLOCK_N"]
+            m, n, config.params["BLOCK_M"], config.params["BLOCK_N"], x.device
         )
         common: dict[str, Any] = {
             "config": config, "options": REDUCTION.options(), "OP": op, "ACC": TL_DTYPES[acc],
@@ -255,7 +270,8 @@ class RowReduction:
         self.first = Launch(
             _launch, (programs, splits), 2,
             (m, n, inner, stride_o, stride_i, stride_n, cols_per_split, splits, scale), x.device,
-            MEAN=mean and splits == 1, CAST=TL_DTYPES[cast], BLOCK_N=block_n, **common,
+            MEAN=mean and splits == 1, CAST=TL_DTYPES[cast], BLOCK_N=block_n,
+            KEPT=1 if inner == m else 2 if inner == 1 else 0, **common,
         )
         self.partials = ((m, splits), (splits, 1)) if splits > 1 else None
         self.second = None
@@ -263,7 +279,7 @@ class RowReduction:
             width = next_power_of_2(splits)
             self.second = Launch(
                 _launch, (programs, 1), 2, (m, splits, 1, splits, 0, 1, width, 1, scale), x.device,
-                MEAN=mean, CAST=TL_DTYPES[acc], BLOCK_N=width, **common,
+                MEAN=mean, CAST=TL_DTYPES[acc], BLOCK_N=width, KEPT=2, **common,
             )
         self.acc = acc
         self.device = x.device
@@ -295,7 +311,10 @@ def row_reduction(
         rows = build(config)
         return bench_ms(lambda: rows.run(x, out))
 
-    key = (op, str(x.dtype), str(acc), m.bit_length(), n.bit_length())
+    # rows read along memory (the reduced axis contiguous) want wide BLOCK_N; rows whose
+    # kept axis is the contiguous one (a reduction over a leading dim) want tall BLOCK_M
+    _, (_, _, _, stride_n) = view_layout(x, dims)
+    key = (op, str(x.dtype), str(acc), m.bit_length(), n.bit_length(), stride_n == 1)
     return build(REDUCTION.choose(key, bench))
 
 
@@ -324,20 +343,24 @@ def out_shape(x: torch.Tensor, dims: tuple[int, ...], keepdim: bool) -> list[int
 class _ReducePlan:
     """A reduction without ``out=`` for one call signature: allocate, then launch."""
 
-    __slots__ = ("device", "direct", "dtype", "rows", "shape", "strides")
+    __slots__ = ("dense", "device", "direct", "dtype", "rows", "shape", "strides")
 
     def __init__(self, target: torch.Tensor, rows: RowReduction | None) -> None:
         self.shape = tuple(target.shape)
         self.strides = target.stride()
         self.dtype = target.dtype
         self.device = target.device
+        self.dense = dense_strides(self.shape, self.strides)
         self.rows = rows  # None: the output is empty
         # the common case, one pass over the input in place: launched without rows.run
         simple = rows is not None and rows.permutation is None and rows.second is None
         self.direct = rows.first if simple else None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        target = torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device)
+        if self.dense:
+            target = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        else:
+            target = torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device)
         if self.direct is not None:
             self.direct(x, target)
         elif self.rows is not None:

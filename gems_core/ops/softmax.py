@@ -22,7 +22,7 @@ import triton.language as tl
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
-from ..plan_cache import Launch, PlanCache, signature
+from ..plan_cache import Launch, PlanCache, dense_strides, signature
 from ..registry import aten_op
 from ..tuning import Tunable
 from .reduction import add_combine, bench_ms, max_nan_combine
@@ -196,7 +196,7 @@ class _Plan:
     """One call signature of a softmax (forward or backward) without ``out=``: make the
     inputs contiguous where their layout needs it, allocate the result, launch."""
 
-    __slots__ = ("copy", "device", "dtype", "launch", "shape", "strides")
+    __slots__ = ("copy", "dense", "device", "dtype", "launch", "shape", "strides")
 
     def __init__(self, copy: tuple[bool, ...], result: torch.Tensor, launch: Launch | None) -> None:
         self.copy = copy  # per input: not contiguous, so copied first
@@ -204,12 +204,16 @@ class _Plan:
         self.strides = result.stride()
         self.dtype = result.dtype
         self.device = result.device
+        self.dense = dense_strides(self.shape, self.strides)
         self.launch = launch
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
         if True in self.copy:
             inputs = tuple(t.contiguous() if c else t for t, c in zip(inputs, self.copy))
-        result = torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device)
+        if self.dense:
+            result = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        else:
+            result = torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device)
         if self.launch is not None:
             self.launch(*inputs, result)
         return result

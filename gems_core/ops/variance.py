@@ -135,7 +135,7 @@ def _run(x: torch.Tensor, dims: tuple[int, ...], var: torch.Tensor, mean: torch.
 
     def launch(config: KernelConfig) -> None:
         block_m, block_n, programs, splits, cols_per_split = split_plan(
-            m, n, config.params["BLOCK_M"], config.params["BLOCK_N"]
+            m, n, config.params["BLOCK_M"], config.params["BLOCK_N"], x.device
         )
         common = {"config": config, "options": REDUCTION.options(), "ACC": TL_DTYPES[acc], "BLOCK_M": block_m}
         if splits == 1:
@@ -151,7 +151,7 @@ def _run(x: torch.Tensor, dims: tuple[int, ...], var: torch.Tensor, mean: torch.
                options=common["options"], ACC=common["ACC"], BLOCK_M=block_m,
                BLOCK_S=next_power_of_2(splits))
 
-    key = ("moments", str(x.dtype), m.bit_length(), n.bit_length())
+    key = ("moments", str(x.dtype), m.bit_length(), n.bit_length(), stride_n == 1)
     launch(REDUCTION.choose(key, lambda config: bench_ms(lambda: launch(config))))
 
 

@@ -151,7 +151,7 @@ def _run(x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, ord: float, 
 
     def launch(config: KernelConfig) -> None:
         block_m, block_n, programs, splits, cols_per_split = split_plan(
-            m, n, config.params["BLOCK_M"], config.params["BLOCK_N"]
+            m, n, config.params["BLOCK_M"], config.params["BLOCK_N"], x.device
         )
         common = {"config": config, "options": REDUCTION.options(), "COMBINE": combine,
                   "ACC": TL_DTYPES[acc], "BLOCK_M": block_m}
@@ -165,7 +165,7 @@ def _run(x: torch.Tensor, dims: tuple[int, ...], out: torch.Tensor, ord: float, 
                     TERM=_AS_IS, FINISH=finish, CAST=TL_DTYPES[acc], INT64=m * splits > _INT32,
                     BLOCK_N=width, **common)
 
-    key = ("vector_norm", term, combine, str(x.dtype), m.bit_length(), n.bit_length())
+    key = ("vector_norm", term, combine, str(x.dtype), m.bit_length(), n.bit_length(), stride_n == 1)
     launch(REDUCTION.choose(key, lambda config: bench_ms(lambda: launch(config))))
 
 

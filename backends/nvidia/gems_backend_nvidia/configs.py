@@ -20,6 +20,14 @@ def _mm(bm: int, bn: int, bk: int, warps: int, stages: int, group_m: int = 8) ->
     return KernelConfig(params, num_warps=warps, num_stages=stages)
 
 
+def _decode(bm: int, bn: int, bk: int, warps: int, stages: int) -> KernelConfig:
+    return KernelConfig({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=warps, num_stages=stages)
+
+
+def _gemv(bn: int, bk: int, warps: int, stages: int = 2) -> KernelConfig:
+    return KernelConfig({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=warps, num_stages=stages)
+
+
 def _tile(bm: int, bn: int, warps: int, stages: int = 1) -> KernelConfig:
     return KernelConfig({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages)
 
@@ -36,11 +44,59 @@ _AMPERE_MEMORY_BOUND: dict[str, list[KernelConfig]] = {
     "softmax": [_tile(1, 1024, 4), _tile(1, 4096, 8), _tile(4, 256, 4)],
     "norm": [_row(1024, 4), _row(4096, 8), _row(256, 2)],
 }
+# Hopper numbers from benchmarks/sweep.py on an H100 (docs/measurements.md, run 2): 4096
+# elements over 8 warps keeps bf16 gelu at ATen's speed (2048/8 was 0.94x) and every other
+# pointwise case within 1 % of its best; reductions along memory prefer 8x512 or 2x2048
+# tiles, reductions over a leading dim (contiguous kept axis) tall, narrow tiles.
 _HOPPER_MEMORY_BOUND: dict[str, list[KernelConfig]] = {
-    "pointwise": [KernelConfig({"BLOCK_SIZE": 2048}, num_warps=8, num_stages=1)],
-    "reduction": [_tile(4, 1024, 8), _tile(1, 4096, 16), _tile(16, 128, 4)],
+    "pointwise": [KernelConfig({"BLOCK_SIZE": 4096}, num_warps=8, num_stages=1)],
+    "reduction": [
+        _tile(8, 512, 8), _tile(2, 2048, 8), _tile(1, 1024, 4),
+        _tile(64, 64, 8), _tile(128, 32, 8), _tile(32, 64, 4),
+    ],
     "softmax": [_tile(1, 2048, 8), _tile(1, 8192, 16), _tile(4, 256, 4)],
     "norm": [_row(2048, 8), _row(8192, 16), _row(512, 4)],
+}
+
+# Decode-shaped GEMMs (M <= 64; split-K fills the chip) and GEMVs stream the weight once:
+# memory-bound, so tiles are thin in M and deep in K with several stages in flight. A Linear
+# weight (K-contiguous) and a row-major one (N-contiguous) are tuned separately.
+_AMPERE_DECODE: dict[str, list[KernelConfig]] = {
+    "mm_decode": [
+        _decode(16, 64, 128, 4, 4),  # 80 KB fp16, 160 KB fp32
+        _decode(16, 128, 128, 4, 3),  # 108 KB
+        _decode(16, 128, 64, 4, 4),  # 72 KB
+        _decode(32, 64, 128, 4, 4),  # 96 KB
+        _decode(64, 64, 64, 4, 4),  # 64 KB: 33 to 64 rows
+        _decode(16, 256, 64, 8, 3),  # 102 KB
+    ],
+    "gemv": [
+        _gemv(16, 64, 4),
+        _gemv(4, 512, 4),
+        _gemv(8, 256, 4),
+        _gemv(16, 256, 8),
+        _gemv(128, 32, 4),
+        _gemv(256, 16, 8),
+    ],
+}
+_HOPPER_DECODE: dict[str, list[KernelConfig]] = {
+    "mm_decode": [
+        _decode(16, 64, 128, 4, 4),  # 80 KB fp16, 160 KB fp32
+        _decode(16, 128, 128, 4, 4),  # 144 KB
+        _decode(16, 256, 64, 8, 4),  # 136 KB
+        _decode(32, 128, 128, 4, 3),  # 120 KB
+        _decode(64, 128, 64, 4, 4),  # 96 KB: 33 to 64 rows
+        _decode(16, 128, 256, 8, 3),  # 216 KB: few, deep slices
+        _decode(16, 64, 256, 4, 4),  # 160 KB
+    ],
+    "gemv": [
+        _gemv(16, 128, 4),
+        _gemv(4, 512, 4),
+        _gemv(8, 512, 8),
+        _gemv(16, 256, 8),
+        _gemv(256, 32, 8),
+        _gemv(512, 16, 8),
+    ],
 }
 
 CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
@@ -55,6 +111,7 @@ CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
             _mm(64, 128, 32, 4, 4),  # 48 KB
             _mm(64, 64, 32, 4, 5),  # 40 KB: small or skinny problems
         ],
+        **_AMPERE_DECODE,
     },
     # Ampere/Ada consumer and inference parts: same cores, 99 KB shared memory.
     "sm_86": {
@@ -78,6 +135,7 @@ CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
             _mm(64, 128, 64, 4, 4),  # 96 KB fp16, 192 KB fp32
             _mm(64, 64, 64, 4, 3),  # 48 KB: small or skinny problems
         ],
+        **_HOPPER_DECODE,
     },
 }
 

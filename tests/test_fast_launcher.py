@@ -1,0 +1,147 @@
+"""The direct launch path (gems_core.launch_cache.fast_launcher) against stand-ins for the
+launcher objects of the Triton versions gems supports: it must forward exactly what Triton's
+own launcher would, and keep Triton's launcher whenever that one has work to do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gems_core.launch_cache import fast_launcher, launcher_for
+
+
+class _Launcher36:
+    """Forwards like Triton 3.6: scratch buffers, then the rest splatted."""
+
+    def __init__(self, scratch: int = 0) -> None:
+        self.global_scratch_size = scratch
+        self.profile_scratch_size = 0
+        self.launch_cooperative_grid = False
+        self.launch_pdl = True
+        self.calls: list[tuple[Any, ...]] = []
+        self.launch = lambda *a: self.calls.append(a)
+
+    def __call__(self, gx: Any, gy: Any, gz: Any, stream: Any, function: Any, *args: Any) -> None:
+        scratch = object() if self.global_scratch_size else None
+        self.launch(gx, gy, gz, stream, function, self.launch_cooperative_grid, self.launch_pdl,
+                    scratch, None, *args)
+
+
+class _Launcher39:
+    """Forwards like Triton 3.9: metadata and hooks first, kernel arguments as one tuple."""
+
+    def __init__(self) -> None:
+        self.global_scratch_size = 0
+        self.profile_scratch_size = 0
+        self.gsan_enabled = False
+        self.arg_annotations = ("ann",)
+        self.kernel_signature = b"sig"
+        self.calls: list[tuple[Any, ...]] = []
+        self.launch = lambda *a: self.calls.append(a)
+
+    def __call__(self, gx: Any, gy: Any, gz: Any, stream: Any, function: Any, metadata: Any,
+                 launch_metadata: Any, enter: Any, exit: Any, *args: Any) -> None:
+        self.launch(gx, gy, gz, stream, function, False, False, metadata, launch_metadata, enter, exit,
+                    None, None, self.arg_annotations, self.kernel_signature, args)
+
+
+class _Compiled:
+    def __init__(self, run: Any) -> None:
+        self.run = run
+        self.function = 0xF00
+        self.packed_metadata = ("packed",)
+
+
+def _reference(launcher_cls: type, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What Triton's own launcher passes to the native launch for these arguments."""
+    reference = launcher_cls()
+    reference(4, 2, 1, 77, 0xF00, ("packed",), None, None, None, *args)
+    return reference.calls[0]
+
+
+@pytest.mark.parametrize("launcher_cls", [_Launcher36, _Launcher39])
+def test_direct_launch_forwards_what_triton_would(launcher_cls: type) -> None:
+    run = launcher_cls()
+    go = fast_launcher(_Compiled(run))
+    assert go.__name__.startswith("direct")
+    args = (1234, 5678, 1024, 128)
+    go(4, 2, 1, 77, args)
+    assert run.calls == [_reference(launcher_cls, args)]
+    assert run.launch.__name__ == "<lambda>" and len(run.calls) == 1  # the probe left no trace
+
+
+def test_scratch_memory_keeps_tritons_launcher() -> None:
+    run = _Launcher36(scratch=256)
+    go = fast_launcher(_Compiled(run))
+    assert go.__name__ == "standard"
+    go(1, 1, 1, 0, (5,))
+    assert len(run.calls) == 1 and run.calls[0][7] is not None  # scratch allocated by Triton
+
+
+def test_unrecognised_forwarding_keeps_tritons_launcher() -> None:
+    class Reordering(_Launcher36):
+        def __call__(self, gx: Any, gy: Any, gz: Any, stream: Any, function: Any, *args: Any) -> None:
+            self.launch(gy, gx, gz, stream, function, *args)  # not the shape fast_launcher knows
+
+    go = fast_launcher(_Compiled(Reordering()))
+    assert go.__name__ == "standard"
+
+
+def test_environment_switch_keeps_tritons_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEMS_LAUNCHER", "triton")
+    assert launcher_for(_Compiled(_Launcher39())).__name__ == "standard"
+    monkeypatch.setenv("GEMS_LAUNCHER", "direct")
+    assert launcher_for(_Compiled(_Launcher39())).__name__ == "direct_tuple"
+
+
+class _StaticLauncher:
+    calls: list[tuple[Any, ...]] = []
+
+    @staticmethod
+    def _launch_kernel(*args: Any) -> None:
+        _StaticLauncher.calls.append(args)
+
+
+def _compiled_for_torch(signature: dict[str, str], **metadata: Any) -> Any:
+    from types import SimpleNamespace
+
+    fields = {"num_warps": 4, "shared": 0, "num_ctas": 1, "global_scratch_size": 0,
+              "profile_scratch_size": 0, **metadata}
+    src = SimpleNamespace(fn=SimpleNamespace(arg_names=list(signature)), signature=signature)
+    return SimpleNamespace(function=0xF00, metadata=SimpleNamespace(**fields), src=src)
+
+
+def test_torch_launcher_drops_constexprs_and_adds_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from gems_core.launch_cache import torch_launcher
+
+    monkeypatch.setattr(torch._C, "_StaticCudaLauncher", _StaticLauncher, raising=False)
+    monkeypatch.setattr(torch.version, "hip", None)
+    _StaticLauncher.calls = []
+    # x and y pointers, n (int32), a runtime int Triton specialised to 1, then a constexpr
+    compiled = _compiled_for_torch({"x": "*fp32", "y": "*bf16", "n": "i32", "one": "constexpr",
+                                    "scale": "fp32", "BLOCK": "constexpr"})
+    go = torch_launcher(compiled)
+    assert go is not None and go.__name__ == "torch_selected"
+    go(3, 1, 1, 55, (100, 200, 7, 1, 0.5, 1024))
+    assert _StaticLauncher.calls == [(0xF00, 3, 1, 1, 4, 0, "OOifOO", (100, 200, 7, 0.5, None, None), 55)]
+    # a plain prefix of runtime arguments is sliced, not picked
+    prefix = torch_launcher(_compiled_for_torch({"x": "*fp32", "n": "i64", "BLOCK": "constexpr"}))
+    assert prefix is not None and prefix.__name__ == "torch_prefix"
+    prefix(1, 2, 3, 9, (100, 5, 1024))
+    assert _StaticLauncher.calls[-1] == (0xF00, 1, 2, 3, 4, 0, "OlOO", (100, 5, None, None), 9)
+
+
+@pytest.mark.parametrize("metadata", [{"num_ctas": 2}, {"launch_pdl": True}, {"global_scratch_size": 64},
+                                      {"tensordesc_meta": [{}]}])
+def test_torch_launcher_declines_what_it_cannot_launch(monkeypatch: pytest.MonkeyPatch, metadata: dict) -> None:
+    import torch
+
+    from gems_core.launch_cache import torch_launcher
+
+    monkeypatch.setattr(torch._C, "_StaticCudaLauncher", _StaticLauncher, raising=False)
+    monkeypatch.setattr(torch.version, "hip", None)
+    assert torch_launcher(_compiled_for_torch({"x": "*fp32"}, **metadata)) is None
+    assert torch_launcher(_compiled_for_torch({"d": "tensordesc<fp16[64, 64]>"})) is None
