@@ -164,10 +164,13 @@ def _register(ops: frozenset[str]) -> _State:
                 if gate is not None and not gate:
                     continue  # the backend leaves the whole op to ATen: do not touch it
                 impl = impls[name]
-                op_key = f"Autograd{key}" if impl.autograd else key
-                library.impl(
-                    name, _make_kernel(impl, rt, op_key, impl.autograd), op_key, with_keyset=impl.autograd
-                )
+                if impl.autograd:
+                    # the Autograd key serves calls that may need a graph; the backend key
+                    # too, for calls that skip autograd (inference mode), which would
+                    # otherwise reach ATen's decomposition of a composite op
+                    op_key = f"Autograd{key}"
+                    library.impl(name, _make_kernel(impl, rt, op_key, True), op_key, with_keyset=True)
+                library.impl(name, _make_kernel(impl, rt, key, False), key, with_keyset=False)
                 served.add(name)
     except BaseException:
         library._destroy()  # no half-registered state survives a failure

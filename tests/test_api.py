@@ -146,3 +146,32 @@ def test_use_gems_that_fails_to_register_keeps_previous_state(monkeypatch):
     assert gems_core.registered_ops() == packet("mul")
     assert "gems_core" in dispatch_line("mul.Tensor")
     assert "gems_core" not in dispatch_line("add.Tensor")  # registered before the failure
+
+
+def test_composite_ops_are_served_in_inference_mode(monkeypatch):
+    """Ops ATen implements as composites (rms_norm, scaled_dot_product_attention) are served
+    on the backend key too, so inference mode (no Autograd key) still reaches gems."""
+    import torch.nn.functional as F
+
+    from gems_core import launch_cache
+
+    launched = []
+    original = launch_cache.LaunchCache.__call__
+
+    def counting(self, *args, **kwargs):
+        launched.append(self.name)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(launch_cache.LaunchCache, "__call__", counting)
+    x = torch.randn(3, 16, dtype=torch.float64)
+    w = torch.randn(16, dtype=torch.float64)
+    q, k, v = (torch.randn(1, 2, 5, 8) for _ in range(3))
+    expected_norm = F.rms_norm(x, (16,), w, eps=1e-6)
+    expected_attention = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    with torch.inference_mode(), gems_core.use_gems(include=["rms_norm", "scaled_dot_product_attention"]):
+        norm = F.rms_norm(x, (16,), w, eps=1e-6)
+        after_norm = len(launched)
+        attention = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert after_norm > 0 and len(launched) > after_norm, launched
+    torch.testing.assert_close(norm, expected_norm)
+    torch.testing.assert_close(attention, expected_attention, atol=1e-5, rtol=1e-4)
