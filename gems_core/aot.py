@@ -101,11 +101,10 @@ def _launch_kwargs(
     from triton import knobs
 
     # what JITFunction.run adds to every launch's options
-    kwargs: dict[str, Any] = {
-        "debug": bool(getattr(kernel, "debug", None) or knobs.runtime.debug),
-        "instrumentation_mode": getattr(knobs.compilation, "instrumentation_mode", ""),
-        "fpsan_homomorphic_casts": getattr(knobs.compilation, "fpsan_homomorphic_casts", False),
-    }
+    kwargs: dict[str, Any] = {"debug": bool(getattr(kernel, "debug", None) or knobs.runtime.debug)}
+    for knob in ("instrumentation_mode", "fpsan_homomorphic_casts"):  # as this Triton has them
+        if hasattr(knobs.compilation, knob):
+            kwargs[knob] = getattr(knobs.compilation, knob)
     kwargs.update(options)
     kwargs.update(constexprs)
     kwargs["num_warps"] = num_warps

@@ -37,6 +37,15 @@ class _InterpreterState(threading.local):
 interpreter_state = _InterpreterState()
 
 
+class _Recording(threading.local):
+    #: while set, every launch on this thread is appended as (cache, grid3, args, config,
+    #: options, constexprs): see :func:`gems_core.plan_cache.record`
+    calls: list[tuple[Any, ...]] | None = None
+
+
+recording = _Recording()
+
+
 class KernelCompileError(RuntimeError):
     """Triton could not compile a kernel for this chip (the op then goes to ATen)."""
 
@@ -97,6 +106,9 @@ class LaunchCache:
         **constexprs: Any,
     ) -> None:
         grid3 = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
+        calls = recording.calls
+        if calls is not None:
+            calls.append((self, grid3, args, config, options, dict(constexprs)))
         if config is not None:
             constexprs = {**config.params, **constexprs}
         if self.interpreted:

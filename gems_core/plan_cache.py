@@ -20,7 +20,8 @@ Rules for plans:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -125,6 +126,71 @@ class Launch:
 
     def with_trailing(self, leading: tuple[Any, ...], trailing: tuple[Any, ...]) -> None:
         self.bound(self.grid, (*leading, *self.static, *trailing), self.device_index)
+
+
+@contextmanager
+def record() -> Iterator[list[tuple[Any, ...]]]:
+    """Collect the kernel launches made on this thread inside the block (for
+    :class:`Replay`)."""
+    from .launch_cache import recording
+
+    previous, recording.calls = recording.calls, []
+    try:
+        yield recording.calls
+    finally:
+        recording.calls = previous
+
+
+class Replay:
+    """A call's recorded launches, replayed for later calls of the same signature: for ops
+    whose host path is long (several kernels, tuning lookups, workspace sizing) but whose
+    launches depend only on the signature and the data pointers.
+
+    ``slots`` are the call's tensors as the launches saw them; a later call passes its own
+    tensors in the same order (any tensor with the same data pointer will do: only the
+    address reaches the kernel). A recorded tensor that is not a slot is scratch memory the
+    call allocated (a split-K workspace): a replay allocates one like it. Each launch must
+    take its tensors first; otherwise, or when a launch saw a tensor it cannot place,
+    :meth:`build` gives None and the op keeps its full path."""
+
+    __slots__ = ("scratch", "steps")
+
+    def __init__(self, scratch: list[tuple[Any, ...]], steps: list[tuple[Launch, tuple[int, ...]]]) -> None:
+        self.scratch = scratch
+        self.steps = steps
+
+    @classmethod
+    def build(cls, calls: list[tuple[Any, ...]], slots: tuple[torch.Tensor, ...]) -> Replay | None:
+        places = {id(t): i for i, t in enumerate(slots)}
+        scratch: list[tuple[Any, ...]] = []
+        scratch_ids: dict[int, int] = {}
+        steps = []
+        for kernel, grid, args, config, options, constexprs in calls:
+            leading = 0
+            while leading < len(args) and isinstance(args[leading], torch.Tensor):
+                leading += 1
+            if any(isinstance(a, torch.Tensor) for a in args[leading:]) or not leading:
+                return None
+            refs = []
+            for t in args[:leading]:
+                if id(t) in places:
+                    refs.append(places[id(t)])
+                    continue
+                if id(t) not in scratch_ids:  # allocated by the call itself
+                    scratch_ids[id(t)] = len(scratch)
+                    scratch.append((tuple(t.shape), t.stride(), t.dtype, t.device))
+                refs.append(len(slots) + scratch_ids[id(t)])
+            launch = Launch(kernel, grid, leading, tuple(args[leading:]), args[0].device,
+                            config=config, options=options, **constexprs)
+            steps.append((launch, tuple(refs)))
+        return cls(scratch, steps)
+
+    def __call__(self, *tensors: torch.Tensor) -> None:
+        if self.scratch:
+            tensors = (*tensors, *[torch.empty_strided(*spec[:2], dtype=spec[2], device=spec[3])
+                                   for spec in self.scratch])
+        for launch, refs in self.steps:
+            launch(*[tensors[i] for i in refs])
 
 
 def caches() -> list[PlanCache]:

@@ -20,6 +20,14 @@ from gems_core.tuning import tunables
 OPS = ("mm", "addmm")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_plans() -> None:
+    """Each test starts with no replayed mm/addmm launches (spies see every launch path)."""
+    from gems_core import plan_cache
+
+    plan_cache.clear_all()
+
+
 def _outcome(fn: Callable[[], Any]) -> str:
     try:
         fn()
@@ -312,3 +320,45 @@ def test_new_tunables_keep_their_params() -> None:
     for name in ("mm_decode", "gemv"):
         for config in tunables()[name].defaults:
             assert set(config.params) == set(tunables()[name].params)
+
+
+@pytest.mark.parametrize("shape", [(3, 300, 17), (16, 64, 64), (1, 64, 17), (80, 64, 17)], ids=str)
+def test_repeat_calls_replay_the_recorded_launches(monkeypatch: pytest.MonkeyPatch, shape: tuple) -> None:
+    """The first call of a signature takes the full path, the second records its launches
+    (a split-K workspace included), later ones replay them on their own data."""
+    calls = _spy_variants(monkeypatch)
+    M, K, N = shape
+    dtype = torch.float32
+    expected_variant = VARIANT_SHAPES.get(shape, "decode")
+    for step in range(4):
+        a = _operand((M, K), dtype, "contiguous", 10 + step)
+        b = _operand((K, N), dtype, "transposed", 20 + step)
+        bias = _operand((1, N), dtype, "contiguous", 30 + step)[0]
+        product = a.double() @ b.double()
+        with gems_core.use_gems(include=OPS):
+            _check(torch.mm(a, b), product, dtype)
+            _check(torch.addmm(bias, a, b, beta=0.5, alpha=2.0), 0.5 * bias.double() + 2.0 * product, dtype)
+            variants = [c for c in calls if c != "split-k reduce"]
+            # mm and addmm each: full path on the first two calls, replayed afterwards
+            assert variants == [expected_variant] * (2 * min(step + 1, 2)), (step, calls)
+    # another beta is another signature: the full path again
+    with gems_core.use_gems(include=OPS):
+        torch.addmm(bias, a, b, beta=0.25, alpha=2.0)
+    assert [c for c in calls if c != "split-k reduce"][-1] == expected_variant
+    assert len([c for c in calls if c != "split-k reduce"]) == 5
+
+
+def test_replay_keeps_the_split_k_workspace() -> None:
+    from gems_core import plan_cache
+
+    _modules()
+    a, b = _operand((3, 300), torch.float32, "contiguous", 1), _operand((300, 17), torch.float32, "transposed", 2)
+    with gems_core.use_gems(include=OPS), plan_cache.record() as calls:
+        torch.mm(a, b)
+    names = [c[0].name for c in calls]
+    assert names == ["mm_decode", "mm_split_k_reduce"]
+    out = torch.empty(3, 17)
+    replay = plan_cache.Replay.build(calls, (a, b, calls[0][2][2]))
+    assert replay is not None and len(replay.scratch) == 1  # the fp32 partials
+    replay(a, b, out)
+    _check(out, a.double() @ b.double(), torch.float32)

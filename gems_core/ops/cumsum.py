@@ -67,7 +67,9 @@ def _cumsum_kernel(
         y = tl.cumsum(x, 1) + carry[:, None]
         tl.store(y_ptr + out_base[:, None] + (start + cols)[None, :] * OUT_INNER,
                  y.to(y_ptr.dtype.element_ty), mask=mask)
-        carry += tl.sum(x, 1)
+        # a select, not a bare `carry += sum`: Triton 3.6's thread-locality pass asserts on a
+        # loop-carried sum whose final value is never used
+        carry = tl.where(row_mask, carry + tl.sum(x, 1), carry)
 
 
 _launch = LaunchCache(_cumsum_kernel, name="cumsum")

@@ -26,14 +26,17 @@ are handed to ATen, so its errors are its own.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from .. import plan_cache
 from ..contract import KernelConfig
 from ..launch_cache import LaunchCache
+from ..plan_cache import PlanCache
 from ..registry import aten_op
 from ..tuning import Tunable
 from .gemm_common import (  # noqa: F401 - re-exported for blas.py and attention.py
@@ -366,13 +369,42 @@ def _bias_view(input: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor | No
         return None
 
 
+#: replayed launches of mm and addmm (without out=) by call signature; a signature's first
+#: call takes the full path (and tunes), its second records the launches
+_plans = PlanCache("mm")
+_FIRST = object()
+
+
+def _planned(key: Any, out: torch.Tensor, slots: tuple[torch.Tensor, ...], launch: Callable[[], None]) -> None:
+    """Run ``launch`` (which computes ``out`` from ``slots``), keeping a replay of it for
+    ``key`` when this is the signature's second call."""
+    seen = _plans.get(key)
+    if seen is None:
+        launch()
+        _plans.store(key, _FIRST)
+        return
+    with plan_cache.record() as calls:
+        launch()
+    replay = plan_cache.Replay.build(calls, slots)
+    if replay is not None:
+        _plans.store(key, (replay, tuple(out.shape), out.dtype, out.device))
+
+
 @aten_op("mm")
 def mm(self: torch.Tensor, mat2: torch.Tensor) -> Any:
     """self @ mat2 for (M, K) @ (K, N) float matrices of one dtype; K == 0 gives zeros."""
+    key = (self.dtype, self.shape, self.stride(), self.device, mat2.dtype, mat2.shape, mat2.stride(),
+           mat2.device)
+    plan = _plans.get(key)
+    if plan is not None and plan is not _FIRST:
+        replay, shape, dtype, device = plan
+        out = torch.empty(shape, dtype=dtype, device=device)
+        replay(self, mat2, out)
+        return out
     if not _matrices(self, mat2):
         return NotImplemented
     out = torch.empty((self.shape[0], mat2.shape[1]), dtype=self.dtype, device=self.device)
-    _launch(self, mat2, out, None, 1, 0)
+    _planned(key, out, (self, mat2, out), lambda: _launch(self, mat2, out, None, 1, 0))
     return out
 
 
@@ -393,7 +425,9 @@ def _addmm(
     beta: Any,
     alpha: Any,
     out: torch.Tensor | None,
+    key: Any = None,
 ) -> Any:
+    """``key``: the call signature to keep a replay under (calls without out=)."""
     if (
         not _matrices(mat1, mat2)
         or not isinstance(input, torch.Tensor)
@@ -421,7 +455,15 @@ def _addmm(
         if not _prepare_out(out, shape, mat1):
             return NotImplemented
     # beta == 0 ignores the input entirely (NaN and inf in it do not propagate), as in ATen
-    _launch(mat1, mat2, out, None if beta == 0 else bias, alpha, beta)
+    used_bias = None if beta == 0 else bias
+
+    def launch() -> None:
+        _launch(mat1, mat2, out, used_bias, alpha, beta)
+
+    if key is None:
+        launch()
+    else:
+        _planned(key, out, (mat1, mat2, out, bias), launch)
     return out
 
 
@@ -430,7 +472,18 @@ def addmm(
     self: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1
 ) -> Any:
     """beta * self + alpha * (mat1 @ mat2), ``self`` broadcast to (M, N)."""
-    return _addmm(self, mat1, mat2, beta, alpha, None)
+    if not isinstance(self, torch.Tensor):
+        return _addmm(self, mat1, mat2, beta, alpha, None)
+    key = (self.dtype, self.shape, self.stride(), self.device, mat1.dtype, mat1.shape, mat1.stride(),
+           mat1.device, mat2.dtype, mat2.shape, mat2.stride(), mat2.device,
+           type(beta), beta, type(alpha), alpha)
+    plan = _plans.get(key)
+    if plan is not None and plan is not _FIRST:
+        replay, shape, dtype, device = plan
+        out = torch.empty(shape, dtype=dtype, device=device)
+        replay(mat1, mat2, out, self)  # the bias slot needs only self's address
+        return out
+    return _addmm(self, mat1, mat2, beta, alpha, None, key)
 
 
 @aten_op("addmm.out")
