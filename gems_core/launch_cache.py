@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -68,10 +69,19 @@ def _arg_key(arg: Any) -> Any:
     return arg
 
 
+_ALL: weakref.WeakSet[LaunchCache] = weakref.WeakSet()
+
+
+def all_caches() -> list[LaunchCache]:
+    """Every launch cache defined so far (for tools)."""
+    return list(_ALL)
+
+
 class LaunchCache:
     """Launches one ``@triton.jit`` kernel; thread-safe."""
 
     def __init__(self, kernel: Any, name: str | None = None) -> None:
+        _ALL.add(self)
         self.kernel = kernel
         self.name = name or getattr(kernel, "__name__", None) or kernel.fn.__name__
         self.interpreted = compat.is_interpreted(kernel)
@@ -236,11 +246,15 @@ class BoundLaunch:
         self.constexprs = {**(config.params if config else {}), **constexprs}
         self._entries: dict[Any, _Entry] = {}
         self._stream: Callable[[int], int] | None = None
+        #: the compiled kernel's entry of the latest launch (None when interpreted or when
+        #: nothing ran): read by plan launches to take the direct path next time
+        self.last_entry: _Entry | None = None
 
     def __call__(self, grid3: tuple[int, int, int], args: tuple[Any, ...], device: int) -> None:
         if self.cache.interpreted:
             self.cache(grid3, *args, config=self.config, options=self.options, **self.constexprs)
             return
+        self.last_entry = None
         # Tensors at dynamic positions go to the launcher as their addresses: their dtype,
         # shape, strides and device were settled by the plan's signature, and a plain
         # integer spares the launcher a method call and a driver query per pointer.
@@ -260,6 +274,7 @@ class BoundLaunch:
             if entry is None:
                 return
             self._entries[key_t] = entry
+        self.last_entry = entry
         go, tail = entry
         stream = self._stream
         if stream is None:

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from . import tuning
+from . import compat, tuning
 from .contract import KernelConfig
 from .launch_cache import LaunchCache
 
@@ -98,9 +98,14 @@ class Launch:
     """One kernel launch of a plan: the kernel bound to its config, options and constexprs
     (:meth:`LaunchCache.bind`), the grid, and the static runtime arguments. A call passes
     the dynamic ones, which come before the static ones (``leading``: tensors) and, for some
-    kernels, after them (``trailing``: numbers that vary per call)."""
+    kernels, after them (``trailing``: numbers that vary per call).
 
-    __slots__ = ("bound", "device_index", "grid", "static")
+    A Launch belongs to one plan, and a plan to one call signature, so the tensors at its
+    leading positions always have the same dtypes: after the first launch, a call whose
+    leading arguments are all tensors is launched straight from their addresses (the
+    compiled kernel looked up by their 16-byte alignment alone)."""
+
+    __slots__ = ("bound", "device_index", "fast", "grid", "static", "static_tail", "stream")
 
     def __init__(
         self,
@@ -120,12 +125,40 @@ class Launch:
         self.grid = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
         self.static = static
         self.device_index = device.index or 0
+        #: alignment of the leading tensors -> the compiled kernel's launcher; empty until a
+        #: compiled (not interpreted) launch with tensors only at dynamic positions
+        self.fast: dict[tuple[bool, ...], Any] = {} if not trailing else _NEVER
+        self.static_tail: tuple[Any, ...] = ()
+        self.stream: Any = None
 
     def __call__(self, *leading: Any) -> None:
-        self.bound(self.grid, (*leading, *self.static), self.device_index)
+        fast = self.fast
+        if fast:
+            try:
+                addresses = [t.data_ptr() for t in leading]
+            except AttributeError:  # not all tensors: the general path
+                addresses = None
+            if addresses is not None:
+                go = fast.get(tuple([a & 15 == 0 for a in addresses]))
+                if go is not None:
+                    grid = self.grid
+                    go(grid[0], grid[1], grid[2], self.stream(self.device_index), (*addresses, *self.static_tail))
+                    return
+        bound = self.bound
+        bound(self.grid, (*leading, *self.static), self.device_index)
+        entry = bound.last_entry
+        if entry is not None and fast is not _NEVER and all(isinstance(t, torch.Tensor) for t in leading):
+            go, tail = entry
+            self.static_tail = (*self.static, *tail)
+            self.stream = compat.stream_function()
+            fast[tuple([t.data_ptr() & 15 == 0 for t in leading])] = go
 
     def with_trailing(self, leading: tuple[Any, ...], trailing: tuple[Any, ...]) -> None:
         self.bound(self.grid, (*leading, *self.static, *trailing), self.device_index)
+
+
+#: the fast-launch table of launches with trailing arguments (always empty, never filled)
+_NEVER: dict[tuple[bool, ...], Any] = {}
 
 
 @contextmanager

@@ -145,3 +145,45 @@ def test_torch_launcher_declines_what_it_cannot_launch(monkeypatch: pytest.Monke
     monkeypatch.setattr(torch.version, "hip", None)
     assert torch_launcher(_compiled_for_torch({"x": "*fp32"}, **metadata)) is None
     assert torch_launcher(_compiled_for_torch({"d": "tensordesc<fp16[64, 64]>"})) is None
+
+
+def test_plan_launch_goes_straight_to_the_compiled_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan's Launch, after its first compiled launch, launches from the tensors'
+    addresses; a tensor of another alignment takes the general path once more."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    from gems_core import compat
+    from gems_core.launch_cache import LaunchCache
+    from gems_core.plan_cache import Launch
+
+    @triton.jit
+    def scale(x_ptr, y_ptr, n, factor, BLOCK: tl.constexpr):
+        pass
+
+    cache = LaunchCache(scale, name="scale")
+    cache.interpreted = False  # as on a GPU
+    launched: list[tuple[Any, ...]] = []
+    lookups: list[Any] = []
+
+    def go(gx: int, gy: int, gz: int, stream: int, args: tuple[Any, ...]) -> None:
+        launched.append((gx, gy, gz, stream, args))
+
+    def entry_for(grid3: Any, args: Any, constexprs: Any, config: Any, options: Any) -> Any:
+        lookups.append(args)
+        return (go, (constexprs["BLOCK"],))
+
+    monkeypatch.setattr(cache, "entry_for", entry_for)
+    monkeypatch.setattr(compat, "stream_function", lambda: (lambda index: 7))
+    launch = Launch(cache, (3,), 2, (100, 0.5), torch.device("cpu"), BLOCK=64)
+    x, y = torch.zeros(8), torch.zeros(8)
+    for _ in range(3):
+        launch(x, y)
+    assert len(lookups) == 1  # resolved once, then launched directly
+    assert launched[1] == launched[2] == (3, 1, 1, 7, (x.data_ptr(), y.data_ptr(), 100, 0.5, 64))
+    assert launched[0][4][2:] == (100, 0.5, 64)
+    misaligned = torch.zeros(9)[1:]  # 4 bytes past an aligned address
+    launch(misaligned, y)
+    launch(misaligned, y)
+    assert len(lookups) == 2 and launched[-1][4][:2] == (misaligned.data_ptr(), y.data_ptr())
