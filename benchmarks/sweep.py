@@ -46,6 +46,17 @@ CANDIDATES: dict[str, list[KernelConfig]] = {
         _tile(1, 1024, 4), _tile(1, 2048, 8), _tile(1, 4096, 8), _tile(1, 8192, 16),
         _tile(4, 256, 4), _tile(16, 128, 8), _tile(64, 64, 8),
     ],
+    "mm_decode": [
+        KernelConfig({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=st)
+        for bm, bn, bk, w, st in ((16, 64, 128, 4, 4), (16, 128, 128, 4, 4), (16, 256, 64, 8, 4),
+                                  (16, 128, 256, 8, 3), (16, 64, 256, 4, 4), (32, 128, 128, 4, 3),
+                                  (16, 32, 512, 4, 3), (16, 256, 128, 8, 3))
+    ],
+    "gemv": [
+        KernelConfig({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=st)
+        for bn, bk, w, st in ((16, 128, 4, 2), (4, 512, 4, 2), (8, 512, 8, 2), (16, 256, 8, 2),
+                              (32, 256, 8, 3), (64, 128, 8, 3), (8, 1024, 8, 3), (16, 512, 8, 3))
+    ],
     "norm": [
         KernelConfig({"BLOCK_N": bn}, num_warps=w, num_stages=1)
         for bn, w in ((512, 4), (1024, 4), (2048, 8), (4096, 8), (4096, 16), (8192, 16))
@@ -69,6 +80,7 @@ def main() -> int:
     parser.add_argument("--tunable", required=True)
     parser.add_argument("--ops", required=True, help="comma-separated op names of benchmarks/cases.py")
     parser.add_argument("--configs", help="candidates, e.g. 'BLOCK_M=1;BLOCK_N=2048/8,...'")
+    parser.add_argument("--cases", help="only cases whose name contains this text")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     if gems_core.device != "cuda":
@@ -79,7 +91,7 @@ def main() -> int:
     ops = set(args.ops.split(","))
     results = []
     for case in CASES:
-        if case.op not in ops:
+        if case.op not in ops or (args.cases and args.cases not in case.name):
             continue
         inputs = case.make("cuda")
         aten_ms = median_ms(lambda case=case, inputs=inputs: case.fn(*inputs))
