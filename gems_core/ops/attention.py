@@ -405,5 +405,9 @@ def scaled_dot_product_attention(
         mask = mask.expand(full)
         mask_kind = MASK_BOOL if attn_mask.dtype == torch.bool else MASK_ADD
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    out = _Attention.apply(q, k, v, mask, mask_kind, bool(is_causal), scale)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad
+                                    or (mask_kind == MASK_ADD and mask.requires_grad)):
+        out = _Attention.apply(q, k, v, mask, mask_kind, bool(is_causal), scale)
+    else:  # nothing to differentiate: no autograd node (its creation costs more than a launch)
+        out = _forward_launch(q, k, v, mask, mask_kind, bool(is_causal), scale)[0]
     return out.squeeze(1) if query.dim() == 3 else out

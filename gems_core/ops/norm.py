@@ -367,24 +367,32 @@ class _RMSNormPlan:
         self.launch: Launch | None = None
 
 
+def _rms_norm_forward(
+    x: torch.Tensor, weight: torch.Tensor | None, plan: _RMSNormPlan, eps: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(y, the input as rows, rstd) of an RMSNorm."""
+    m, n = plan.m, plan.n
+    flat = x.contiguous() if plan.copy_x else x
+    y = torch.empty_like(flat)
+    rstd = torch.empty_strided((m,), (1,), dtype=torch.float32, device=x.device)
+    if m:
+        w = flat if weight is None else weight.contiguous() if plan.copy_w else weight
+        tensors = (flat, y, w, flat, rstd, rstd)
+        launch = plan.launch
+        if launch is None:
+            launch = plan.launch = _bind_forward(m, n, tensors, eps, RMS=True,
+                                                 HAS_W=weight is not None, HAS_B=False)
+        launch.with_trailing(tensors, (eps,))
+    return y.view(x.shape), flat, rstd
+
+
 class _RMSNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor | None, plan: _RMSNormPlan, eps: float) -> torch.Tensor:
-        m, n = plan.m, plan.n
-        flat = x.contiguous() if plan.copy_x else x
-        y = torch.empty_like(flat)
-        rstd = torch.empty_strided((m,), (1,), dtype=torch.float32, device=x.device)
-        if m:
-            w = flat if weight is None else weight.contiguous() if plan.copy_w else weight
-            tensors = (flat, y, w, flat, rstd, rstd)
-            launch = plan.launch
-            if launch is None:
-                launch = plan.launch = _bind_forward(m, n, tensors, eps, RMS=True,
-                                                     HAS_W=weight is not None, HAS_B=False)
-            launch.with_trailing(tensors, (eps,))
+        y, flat, rstd = _rms_norm_forward(x, weight, plan, eps)
         ctx.save_for_backward(flat, weight, rstd)
-        ctx.rows = (m, n)
-        return y.view(x.shape)
+        ctx.rows = (plan.m, plan.n)
+        return y
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
@@ -418,7 +426,8 @@ def rms_norm(
             return NotImplemented
         default_eps = torch.finfo(torch.float64 if input.dtype == torch.float64 else torch.float32).eps
         plan = _RMSNormPlan(rows[0], rows[1], not input.is_contiguous(), _not_contiguous(weight), default_eps)
-        result = _RMSNorm.apply(input, weight, plan, float(plan.default_eps if eps is None else eps))
         _rms_norm_plans.store(key, plan)
-        return result
-    return _RMSNorm.apply(input, weight, plan, float(plan.default_eps if eps is None else eps))
+    value = float(plan.default_eps if eps is None else eps)
+    if torch.is_grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)):
+        return _RMSNorm.apply(input, weight, plan, value)
+    return _rms_norm_forward(input, weight, plan, value)[0]  # nothing to differentiate: no node
