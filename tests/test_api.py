@@ -175,3 +175,23 @@ def test_composite_ops_are_served_in_inference_mode(monkeypatch):
     assert after_norm > 0 and len(launched) > after_norm, launched
     torch.testing.assert_close(norm, expected_norm)
     torch.testing.assert_close(attention, expected_attention, atol=1e-5, rtol=1e-4)
+
+
+def test_autograd_ops_build_a_graph_only_when_a_gradient_is_needed():
+    import torch.nn.functional as F
+
+    x = torch.randn(3, 16, dtype=torch.float64)
+    w = torch.randn(16, dtype=torch.float64, requires_grad=True)
+    with gems_core.use_gems(include="rms_norm"):
+        frozen = F.rms_norm(x, (16,), w.detach())
+        with torch.no_grad():
+            no_grad = F.rms_norm(x, (16,), w)
+        trained = F.rms_norm(x, (16,), w)
+        trained.sum().backward()
+    assert frozen.grad_fn is None and no_grad.grad_fn is None and trained.grad_fn is not None
+    expected = F.rms_norm(x, (16,), w.detach())
+    torch.testing.assert_close(frozen, expected)
+    torch.testing.assert_close(no_grad, expected)
+    w_ref = w.detach().clone().requires_grad_()
+    F.rms_norm(x, (16,), w_ref).sum().backward()
+    torch.testing.assert_close(w.grad, w_ref.grad)
