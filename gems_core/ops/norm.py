@@ -53,6 +53,7 @@ def _norm_forward_kernel(
     HAS_W: tl.constexpr,
     HAS_B: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    ACC: tl.constexpr,  # float64 for float64 inputs, else float32
 ):
     # layer:  mean = sum(x) / N,  rstd = 1 / sqrt(sum((x - mean)^2) / N + eps)
     # rms:    mean = 0,           rstd = 1 / sqrt(sum(x^2) / N + eps)
@@ -63,14 +64,14 @@ def _norm_forward_kernel(
     cols = tl.arange(0, BLOCK_N)
     mean = 0.0
     if not RMS:
-        acc = tl.full((BLOCK_N,), 0.0, tl.float32)
+        acc = tl.full((BLOCK_N,), 0.0, ACC)
         for start in range(0, N, BLOCK_N):
-            acc += tl.load(x_row + start + cols, mask=start + cols < N, other=0.0).to(tl.float32)
+            acc += tl.load(x_row + start + cols, mask=start + cols < N, other=0.0).to(ACC)
         mean = tl.reduce(acc, 0, add_combine) / N
-    acc = tl.full((BLOCK_N,), 0.0, tl.float32)
+    acc = tl.full((BLOCK_N,), 0.0, ACC)
     for start in range(0, N, BLOCK_N):
         mask = start + cols < N
-        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(ACC)
         centered = tl.where(mask, x - mean, 0.0)
         acc += centered * centered
     rstd = 1.0 / tl.sqrt(tl.reduce(acc, 0, add_combine) / N + eps)
@@ -79,11 +80,11 @@ def _norm_forward_kernel(
     tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
     for start in range(0, N, BLOCK_N):
         mask = start + cols < N
-        y = (tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32) - mean) * rstd
+        y = (tl.load(x_row + start + cols, mask=mask, other=0.0).to(ACC) - mean) * rstd
         if HAS_W:
-            y = y * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+            y = y * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(ACC)
         if HAS_B:
-            y = y + tl.load(b_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
+            y = y + tl.load(b_ptr + start + cols, mask=mask, other=0.0).to(ACC)
         tl.store(y_row + start + cols, y.to(y_row.dtype.element_ty), mask=mask)
 
 
@@ -99,6 +100,7 @@ def _norm_backward_kernel(
     RMS: tl.constexpr,
     HAS_W: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    ACC: tl.constexpr,  # float64 for float64 inputs, else float32
 ):
     # with n = (x - mean) * rstd and h = g * w:
     # layer:  dx = rstd * (h - mean(h) - n * mean(h * n))
@@ -107,16 +109,16 @@ def _norm_backward_kernel(
     cols = tl.arange(0, BLOCK_N)
     mean = 0.0
     if not RMS:
-        mean = tl.load(mean_ptr + row).to(tl.float32)
-    rstd = tl.load(rstd_ptr + row).to(tl.float32)
-    sum_h = tl.full((BLOCK_N,), 0.0, tl.float32)
-    sum_hn = tl.full((BLOCK_N,), 0.0, tl.float32)
+        mean = tl.load(mean_ptr + row).to(ACC)
+    rstd = tl.load(rstd_ptr + row).to(ACC)
+    sum_h = tl.full((BLOCK_N,), 0.0, ACC)
+    sum_hn = tl.full((BLOCK_N,), 0.0, ACC)
     for start in range(0, N, BLOCK_N):
         mask = start + cols < N
-        h = tl.load(grad_ptr + row * N + start + cols, mask=mask, other=0.0).to(tl.float32)
+        h = tl.load(grad_ptr + row * N + start + cols, mask=mask, other=0.0).to(ACC)
         if HAS_W:
-            h = h * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
-        n = (tl.load(x_ptr + row * N + start + cols, mask=mask, other=0.0).to(tl.float32) - mean) * rstd
+            h = h * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(ACC)
+        n = (tl.load(x_ptr + row * N + start + cols, mask=mask, other=0.0).to(ACC) - mean) * rstd
         sum_h += h
         sum_hn += tl.where(mask, h * n, 0.0)
     mean_h = tl.reduce(sum_h, 0, add_combine) / N
@@ -125,10 +127,10 @@ def _norm_backward_kernel(
         mean_h = 0.0
     for start in range(0, N, BLOCK_N):
         mask = start + cols < N
-        h = tl.load(grad_ptr + row * N + start + cols, mask=mask, other=0.0).to(tl.float32)
+        h = tl.load(grad_ptr + row * N + start + cols, mask=mask, other=0.0).to(ACC)
         if HAS_W:
-            h = h * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
-        n = (tl.load(x_ptr + row * N + start + cols, mask=mask, other=0.0).to(tl.float32) - mean) * rstd
+            h = h * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(ACC)
+        n = (tl.load(x_ptr + row * N + start + cols, mask=mask, other=0.0).to(ACC) - mean) * rstd
         dx = rstd * (h - mean_h - n * mean_hn)
         tl.store(dx_ptr + row * N + start + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
@@ -148,24 +150,25 @@ def _norm_weight_grad_kernel(
     HAS_DB: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    ACC: tl.constexpr,  # float64 for float64 inputs, else float32
 ):
     # dw = sum over rows of g * (x - mean) * rstd,   db = sum over rows of g
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
-    acc_w = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
-    acc_b = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    acc_w = tl.full((BLOCK_M, BLOCK_N), 0.0, ACC)
+    acc_b = tl.full((BLOCK_M, BLOCK_N), 0.0, ACC)
     for start in range(0, M, BLOCK_M):
         rows = (start + tl.arange(0, BLOCK_M)).to(tl.int64)
         row_mask = rows < M
         mask = row_mask[:, None] & col_mask[None, :]
         offsets = rows[:, None] * N + cols[None, :]
-        g = tl.load(grad_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        g = tl.load(grad_ptr + offsets, mask=mask, other=0.0).to(ACC)
         acc_b += g
         if HAS_DW:
-            x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(tl.float32)
+            x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(ACC)
+            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0).to(ACC)
             if not RMS:
-                x = x - tl.load(mean_ptr + rows, mask=row_mask, other=0.0).to(tl.float32)[:, None]
+                x = x - tl.load(mean_ptr + rows, mask=row_mask, other=0.0).to(ACC)[:, None]
             acc_w += g * x * rstd[:, None]
     if HAS_DW:
         tl.store(dw_ptr + cols, tl.reduce(acc_w, 0, add_combine).to(dw_ptr.dtype.element_ty), mask=col_mask)
@@ -182,10 +185,12 @@ def _launch(kernel: LaunchCache, grid_rows: int, n: int, args: Sequence[Any], **
     """Launch ``kernel`` with one program per row (``grid_rows``), or per BLOCK_N columns
     for the weight-gradient kernel."""
 
+    acc = _acc(args[0].dtype)
+
     def launch(config: KernelConfig) -> None:
         block_n = min(config.params["BLOCK_N"], next_power_of_2(n))
         grid = cdiv(n, block_n) if kernel is _weight_grad else grid_rows
-        kernel((grid,), *args, config=config, options=NORM.options(), BLOCK_N=block_n, **constexprs)
+        kernel((grid,), *args, config=config, options=NORM.options(), BLOCK_N=block_n, ACC=acc, **constexprs)
 
     key = (kernel.name, str(args[0].dtype), n.bit_length())
     launch(NORM.choose(key, lambda config: bench_ms(lambda: launch(config))))
@@ -199,7 +204,8 @@ def _bind_forward(m: int, n: int, tensors: tuple[torch.Tensor, ...], eps: float,
     def build(config: KernelConfig) -> Launch:
         block_n = min(config.params["BLOCK_N"], next_power_of_2(n))
         return Launch(_forward, (m,), 6, (n,), tensors[0].device, config=config,
-                      options=NORM.options(), trailing=1, BLOCK_N=block_n, **constexprs)
+                      options=NORM.options(), trailing=1, BLOCK_N=block_n, ACC=_acc(tensors[0].dtype),
+                      **constexprs)
 
     def bench(config: KernelConfig) -> float:
         launch = build(config)
@@ -207,6 +213,11 @@ def _bind_forward(m: int, n: int, tensors: tuple[torch.Tensor, ...], eps: float,
 
     key = (_forward.name, str(tensors[0].dtype), n.bit_length())
     return build(NORM.choose(key, bench))
+
+
+def _acc(dtype: torch.dtype) -> Any:
+    """The accumulation type: float64 for float64 data (as ATen), float32 otherwise."""
+    return tl.float64 if dtype == torch.float64 else tl.float32
 
 
 def _rows(x: torch.Tensor, normalized_shape: Sequence[int], *params: torch.Tensor | None) -> tuple[int, int] | None:
@@ -374,7 +385,8 @@ def _rms_norm_forward(
     m, n = plan.m, plan.n
     flat = x.contiguous() if plan.copy_x else x
     y = torch.empty_like(flat)
-    rstd = torch.empty_strided((m,), (1,), dtype=torch.float32, device=x.device)
+    stats = torch.float64 if x.dtype == torch.float64 else torch.float32
+    rstd = torch.empty_strided((m,), (1,), dtype=stats, device=x.device)
     if m:
         w = flat if weight is None else weight.contiguous() if plan.copy_w else weight
         tensors = (flat, y, w, flat, rstd, rstd)
