@@ -39,20 +39,21 @@ def _group_norm_kernel(
     HAS_W: tl.constexpr,
     HAS_B: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    ACC: tl.constexpr,  # float64 for float64 data, else float32
 ):
     # mean = sum(x) / D,  rstd = 1 / sqrt(sum((x - mean)^2) / D + eps)
     # y[j] = (x[j] - mean) * rstd * w[c] + b[c],  c = (row % G) * CPG + j // HW
     row = tl.program_id(0).to(tl.int64)
     D = CPG * HW
     cols = tl.arange(0, BLOCK_N)
-    acc = tl.full((BLOCK_N,), 0.0, tl.float32)
+    acc = tl.full((BLOCK_N,), 0.0, ACC)
     for start in range(0, D, BLOCK_N):
-        acc += tl.load(x_ptr + row * D + start + cols, mask=start + cols < D, other=0.0).to(tl.float32)
+        acc += tl.load(x_ptr + row * D + start + cols, mask=start + cols < D, other=0.0).to(ACC)
     mean = tl.sum(acc, 0) / D
-    acc = tl.full((BLOCK_N,), 0.0, tl.float32)
+    acc = tl.full((BLOCK_N,), 0.0, ACC)
     for start in range(0, D, BLOCK_N):
         mask = start + cols < D
-        x = tl.load(x_ptr + row * D + start + cols, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(x_ptr + row * D + start + cols, mask=mask, other=0.0).to(ACC)
         centered = tl.where(mask, x - mean, 0.0)
         acc += centered * centered
     rstd = 1.0 / tl.sqrt(tl.sum(acc, 0) / D + eps)
@@ -62,11 +63,11 @@ def _group_norm_kernel(
     for start in range(0, D, BLOCK_N):
         mask = start + cols < D
         channel = first_channel + (start + cols) // HW
-        y = (tl.load(x_ptr + row * D + start + cols, mask=mask, other=0.0).to(tl.float32) - mean) * rstd
+        y = (tl.load(x_ptr + row * D + start + cols, mask=mask, other=0.0).to(ACC) - mean) * rstd
         if HAS_W:
-            y = y * tl.load(w_ptr + channel, mask=mask, other=0.0).to(tl.float32)
+            y = y * tl.load(w_ptr + channel, mask=mask, other=0.0).to(ACC)
         if HAS_B:
-            y = y + tl.load(b_ptr + channel, mask=mask, other=0.0).to(tl.float32)
+            y = y + tl.load(b_ptr + channel, mask=mask, other=0.0).to(ACC)
         tl.store(y_ptr + row * D + start + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -83,32 +84,33 @@ def _group_norm_backward_kernel(
     HW,
     HAS_W: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    ACC: tl.constexpr,  # float64 for float64 data, else float32
 ):
     # with n = (x - mean) * rstd and h = g * w[c]:  dx = rstd * (h - mean(h) - n * mean(h * n))
     row = tl.program_id(0).to(tl.int64)
     D = CPG * HW
     cols = tl.arange(0, BLOCK_N)
     first_channel = (row % G) * CPG
-    mean = tl.load(mean_ptr + row).to(tl.float32)
-    rstd = tl.load(rstd_ptr + row).to(tl.float32)
-    sum_h = tl.full((BLOCK_N,), 0.0, tl.float32)
-    sum_hn = tl.full((BLOCK_N,), 0.0, tl.float32)
+    mean = tl.load(mean_ptr + row).to(ACC)
+    rstd = tl.load(rstd_ptr + row).to(ACC)
+    sum_h = tl.full((BLOCK_N,), 0.0, ACC)
+    sum_hn = tl.full((BLOCK_N,), 0.0, ACC)
     for start in range(0, D, BLOCK_N):
         mask = start + cols < D
-        h = tl.load(grad_ptr + row * D + start + cols, mask=mask, other=0.0).to(tl.float32)
+        h = tl.load(grad_ptr + row * D + start + cols, mask=mask, other=0.0).to(ACC)
         if HAS_W:
-            h = h * tl.load(w_ptr + first_channel + (start + cols) // HW, mask=mask, other=0.0).to(tl.float32)
-        n = (tl.load(x_ptr + row * D + start + cols, mask=mask, other=0.0).to(tl.float32) - mean) * rstd
+            h = h * tl.load(w_ptr + first_channel + (start + cols) // HW, mask=mask, other=0.0).to(ACC)
+        n = (tl.load(x_ptr + row * D + start + cols, mask=mask, other=0.0).to(ACC) - mean) * rstd
         sum_h += h
         sum_hn += tl.where(mask, h * n, 0.0)
     mean_h = tl.sum(sum_h, 0) / D
     mean_hn = tl.sum(sum_hn, 0) / D
     for start in range(0, D, BLOCK_N):
         mask = start + cols < D
-        h = tl.load(grad_ptr + row * D + start + cols, mask=mask, other=0.0).to(tl.float32)
+        h = tl.load(grad_ptr + row * D + start + cols, mask=mask, other=0.0).to(ACC)
         if HAS_W:
-            h = h * tl.load(w_ptr + first_channel + (start + cols) // HW, mask=mask, other=0.0).to(tl.float32)
-        n = (tl.load(x_ptr + row * D + start + cols, mask=mask, other=0.0).to(tl.float32) - mean) * rstd
+            h = h * tl.load(w_ptr + first_channel + (start + cols) // HW, mask=mask, other=0.0).to(ACC)
+        n = (tl.load(x_ptr + row * D + start + cols, mask=mask, other=0.0).to(ACC) - mean) * rstd
         dx = rstd * (h - mean_h - n * mean_hn)
         tl.store(dx_ptr + row * D + start + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
 
@@ -129,23 +131,24 @@ def _group_norm_weight_grad_kernel(
     HAS_DW: tl.constexpr,
     HAS_DB: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    ACC: tl.constexpr,  # float64 for float64 data, else float32
 ):
     # dw[c] = sum over n, hw of g * (x - mean) * rstd,   db[c] = sum over n, hw of g
     channel = tl.program_id(0).to(tl.int64)
     group = channel // CPG
     cols = tl.arange(0, BLOCK_N)
-    acc_w = tl.full((BLOCK_N,), 0.0, tl.float32)
-    acc_b = tl.full((BLOCK_N,), 0.0, tl.float32)
+    acc_w = tl.full((BLOCK_N,), 0.0, ACC)
+    acc_b = tl.full((BLOCK_N,), 0.0, ACC)
     for n in range(N):
         offset = (n * C + channel) * HW
-        mean = tl.load(mean_ptr + n * G + group).to(tl.float32)
-        rstd = tl.load(rstd_ptr + n * G + group).to(tl.float32)
+        mean = tl.load(mean_ptr + n * G + group).to(ACC)
+        rstd = tl.load(rstd_ptr + n * G + group).to(ACC)
         for start in range(0, HW, BLOCK_N):
             mask = start + cols < HW
-            g = tl.load(grad_ptr + offset + start + cols, mask=mask, other=0.0).to(tl.float32)
+            g = tl.load(grad_ptr + offset + start + cols, mask=mask, other=0.0).to(ACC)
             acc_b += g
             if HAS_DW:
-                x = tl.load(x_ptr + offset + start + cols, mask=mask, other=0.0).to(tl.float32)
+                x = tl.load(x_ptr + offset + start + cols, mask=mask, other=0.0).to(ACC)
                 acc_w += tl.where(mask, g * (x - mean) * rstd, 0.0)
     if HAS_DW:
         tl.store(dw_ptr + channel, tl.sum(acc_w, 0).to(dw_ptr.dtype.element_ty))
@@ -158,10 +161,11 @@ _backward = LaunchCache(_group_norm_backward_kernel, name="group_norm_backward")
 _weight_grad = LaunchCache(_group_norm_weight_grad_kernel, name="group_norm_weight_grad")
 
 
-def _block(n: int) -> dict[str, Any]:
+def _block(n: int, dtype: torch.dtype) -> dict[str, Any]:
     config = NORM.choose(("group_norm", n.bit_length()))
     return {"config": config, "options": NORM.options(),
-            "BLOCK_N": min(config.params["BLOCK_N"], next_power_of_2(max(n, 1)))}
+            "BLOCK_N": min(config.params["BLOCK_N"], next_power_of_2(max(n, 1))),
+            "ACC": tl.float64 if dtype == torch.float64 else tl.float32}
 
 
 def _serves(x: torch.Tensor, n: int, c: int, hw: int, group: int, *params: torch.Tensor | None) -> bool:
@@ -188,7 +192,7 @@ def native_group_norm(
         cpg = C // group
         _forward((N * group,), x, out, weight if weight is not None else x, bias if bias is not None else x,
                  mean, rstd, group, cpg, HxW, float(eps), HAS_W=weight is not None, HAS_B=bias is not None,
-                 **_block(cpg * HxW))
+                 **_block(cpg * HxW, x.dtype))
     return out, mean, rstd
 
 
@@ -210,13 +214,13 @@ def native_group_norm_backward(
         dx = torch.empty_like(x)
         if N:
             _backward((N * group,), grad, x, weight if weight is not None else x, mean, rstd, dx, group, cpg,
-                      HxW, HAS_W=weight is not None, **_block(cpg * HxW))
+                      HxW, HAS_W=weight is not None, **_block(cpg * HxW, x.dtype))
     if output_mask[1] or output_mask[2]:
         dw = torch.empty((C,), dtype=x.dtype, device=x.device) if output_mask[1] else None
         db = torch.empty((C,), dtype=x.dtype, device=x.device) if output_mask[2] else None
         if N:
             _weight_grad((C,), grad, x, mean, rstd, dw if dw is not None else x, db if db is not None else x,
-                         N, C, group, cpg, HxW, HAS_DW=dw is not None, HAS_DB=db is not None, **_block(HxW))
+                         N, C, group, cpg, HxW, HAS_DW=dw is not None, HAS_DB=db is not None, **_block(HxW, x.dtype))
         else:
             for t in (dw, db):
                 if t is not None:

@@ -42,6 +42,7 @@ def _nll_forward_kernel(
     HAS_W: tl.constexpr,
     REDUCE: tl.constexpr,
     BLOCK: tl.constexpr,
+    ACC: tl.constexpr,  # float64 for float64 data, else float32
 ):
     # loss[p] = -w[t] * x[n, t, s]  for p = n * S + s, t = target[p] != ignore_index
     pos = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -51,11 +52,11 @@ def _nll_forward_kernel(
     valid = (t >= 0) & (t < C)
     tl.store(bad_ptr, 1, mask=tl.sum((take & ~valid).to(tl.int32), 0) > 0)
     take = take & valid
-    w = tl.full((BLOCK,), 1.0, tl.float32)
+    w = tl.full((BLOCK,), 1.0, ACC)
     if HAS_W:
-        w = tl.load(weight_ptr + t, mask=take, other=0.0).to(tl.float32)
+        w = tl.load(weight_ptr + t, mask=take, other=0.0).to(ACC)
     w = tl.where(take, w, 0.0)
-    x = tl.load(x_ptr + (pos // S) * C * S + t * S + pos % S, mask=take, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + (pos // S) * C * S + t * S + pos % S, mask=take, other=0.0).to(ACC)
     loss = -w * x
     if REDUCE:
         pid = tl.program_id(0)
@@ -74,11 +75,12 @@ def _nll_total_kernel(
     R,
     MEAN: tl.constexpr,
     BLOCK: tl.constexpr,
+    ACC: tl.constexpr,  # float64 for float64 data, else float32
 ):
     # out = sum(loss) (/ sum(w) for MEAN)
     idx = tl.arange(0, BLOCK)
-    loss = tl.full((BLOCK,), 0.0, tl.float32)
-    weight = tl.full((BLOCK,), 0.0, tl.float32)
+    loss = tl.full((BLOCK,), 0.0, ACC)
+    weight = tl.full((BLOCK,), 0.0, ACC)
     for start in range(0, R, BLOCK):
         loss += tl.load(loss_ptr + start + idx, mask=start + idx < R, other=0.0)
         weight += tl.load(weight_sum_ptr + start + idx, mask=start + idx < R, other=0.0)
@@ -106,6 +108,7 @@ def _nll_backward_kernel(
     MEAN: tl.constexpr,
     BLOCK: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    ACC: tl.constexpr,  # float64 for float64 data, else float32
 ):
     # dx[n, c, s] = -w[t] * g (/ total_weight for MEAN) where c == t != ignore_index, else 0
     pos = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -113,14 +116,14 @@ def _nll_backward_kernel(
     t = tl.load(target_ptr + pos, mask=mask, other=ignore_index)
     take = mask & (t != ignore_index) & (t >= 0) & (t < C)
     if PER_POSITION:
-        g = tl.load(grad_ptr + pos, mask=mask, other=0.0).to(tl.float32)
+        g = tl.load(grad_ptr + pos, mask=mask, other=0.0).to(ACC)
     else:
-        g = tl.load(grad_ptr).to(tl.float32)
+        g = tl.load(grad_ptr).to(ACC)
     if MEAN:
-        g = g / tl.load(total_weight_ptr).to(tl.float32)
-    w = tl.full((BLOCK,), 1.0, tl.float32)
+        g = g / tl.load(total_weight_ptr).to(ACC)
+    w = tl.full((BLOCK,), 1.0, ACC)
     if HAS_W:
-        w = tl.load(weight_ptr + t, mask=take, other=0.0).to(tl.float32)
+        w = tl.load(weight_ptr + t, mask=take, other=0.0).to(ACC)
     value = tl.where(take, -w * g, 0.0)
     base = (pos // S) * C * S + pos % S
     for start in range(0, C, BLOCK_C):
@@ -133,6 +136,15 @@ def _nll_backward_kernel(
 _forward = LaunchCache(_nll_forward_kernel, name="nll_loss")
 _total = LaunchCache(_nll_total_kernel, name="nll_loss_total")
 _backward = LaunchCache(_nll_backward_kernel, name="nll_loss_backward")
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Sums run in float64 for float64 data (as ATen's), in float32 otherwise."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _acc(dtype: torch.dtype) -> Any:
+    return tl.float64 if dtype == torch.float64 else tl.float32
 
 
 def _geometry(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, reduction: int,
@@ -181,16 +193,17 @@ def _nll_forward(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | N
         total_weight.zero_()
         if p:
             _forward((programs,), x, target, w, out, out, bad, p, c, s, ignore_index,
-                     HAS_W=weight is not None, REDUCE=False, BLOCK=_BLOCK)
+                     HAS_W=weight is not None, REDUCE=False, BLOCK=_BLOCK, ACC=_acc(x.dtype))
     else:
         out = torch.empty((), dtype=x.dtype, device=x.device)
-        partial_loss = torch.zeros((max(programs, 1),), dtype=torch.float32, device=x.device)
+        partial_loss = torch.zeros((max(programs, 1),), dtype=_acc_dtype(x.dtype), device=x.device)
         partial_weight = torch.zeros_like(partial_loss)
         if p:
             _forward((programs,), x, target, w, partial_loss, partial_weight, bad, p, c, s, ignore_index,
-                     HAS_W=weight is not None, REDUCE=True, BLOCK=_BLOCK)
+                     HAS_W=weight is not None, REDUCE=True, BLOCK=_BLOCK, ACC=_acc(x.dtype))
         _total((1,), partial_loss, partial_weight, out, total_weight, partial_loss.numel(),
-               MEAN=reduction == _MEAN, BLOCK=min(1024, next_power_of_2(partial_loss.numel())))
+               MEAN=reduction == _MEAN, BLOCK=min(1024, next_power_of_2(partial_loss.numel())),
+               ACC=_acc(x.dtype))
     _check_targets(bad, target, ignore_index, c)
     return out, total_weight
 
@@ -211,7 +224,7 @@ def _nll_backward(grad: torch.Tensor, x: torch.Tensor, target: torch.Tensor, wei
         _backward((cdiv(p, _BLOCK // 8),), grad.contiguous(), target,
                   weight.contiguous() if weight is not None else dx, total_weight, dx, p, c, s, ignore_index,
                   HAS_W=weight is not None, PER_POSITION=per_position, MEAN=reduction == _MEAN,
-                  BLOCK=_BLOCK // 8, BLOCK_C=min(_BLOCK_C, next_power_of_2(c)))
+                  BLOCK=_BLOCK // 8, BLOCK_C=min(_BLOCK_C, next_power_of_2(c)), ACC=_acc(x.dtype))
     return dx
 
 

@@ -51,6 +51,7 @@ def _softmax_kernel(
     INT64: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    ACC: tl.constexpr,  # float64 for float64 data, else float32
 ):
     # y = exp(x - max(x)) / sum(exp(x - max(x)))   or, for LOG,   x - max(x) - log(sum(...))
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -63,7 +64,7 @@ def _softmax_kernel(
     if ONE_TILE:
         mask = row_mask[:, None] & (cols < N)[None, :]
         offsets = base[:, None] + cols[None, :] * INNER
-        x = tl.load(x_ptr + offsets, mask=mask, other=float("-inf")).to(tl.float32)
+        x = tl.load(x_ptr + offsets, mask=mask, other=float("-inf")).to(ACC)
         z = x - tl.reduce(x, 1, max_nan_combine)[:, None]
         e = tl.exp(z)
         total = tl.reduce(e, 1, add_combine)[:, None]
@@ -75,12 +76,12 @@ def _softmax_kernel(
     else:
         # per lane: running max and sum of exp(x - running max); a lane that saw only -inf
         # keeps sum 0 instead of exp(-inf - -inf) = NaN
-        run_max = tl.full((BLOCK_M, BLOCK_N), float("-inf"), tl.float32)
-        run_sum = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+        run_max = tl.full((BLOCK_M, BLOCK_N), float("-inf"), ACC)
+        run_sum = tl.full((BLOCK_M, BLOCK_N), 0.0, ACC)
         for start in range(0, N, BLOCK_N):
             mask = row_mask[:, None] & ((start + cols) < N)[None, :]
             offsets = base[:, None] + (start + cols)[None, :] * INNER
-            x = tl.load(x_ptr + offsets, mask=mask, other=float("-inf")).to(tl.float32)
+            x = tl.load(x_ptr + offsets, mask=mask, other=float("-inf")).to(ACC)
             new_max = max_nan_combine(run_max, x)
             empty = new_max == float("-inf")
             run_sum = tl.where(empty, 0.0, run_sum * tl.exp(run_max - new_max) + tl.exp(x - new_max))
@@ -92,7 +93,7 @@ def _softmax_kernel(
         for start in range(0, N, BLOCK_N):
             mask = row_mask[:, None] & ((start + cols) < N)[None, :]
             offsets = base[:, None] + (start + cols)[None, :] * INNER
-            x = tl.load(x_ptr + offsets, mask=mask, other=float("-inf")).to(tl.float32)
+            x = tl.load(x_ptr + offsets, mask=mask, other=float("-inf")).to(ACC)
             if LOG:
                 y = x - row_max - log_total
             else:
@@ -112,6 +113,7 @@ def _softmax_backward_kernel(
     INT64: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    ACC: tl.constexpr,  # float64 for float64 data, else float32
 ):
     # softmax:      dx = y * (g - sum(g * y))
     # log_softmax:  dx = g - exp(y) * sum(g)
@@ -122,21 +124,21 @@ def _softmax_backward_kernel(
         cols = cols.to(tl.int64)
     row_mask = rows < M
     base = (rows // INNER) * N * INNER + rows % INNER
-    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, ACC)
     for start in range(0, N, BLOCK_N):
         mask = row_mask[:, None] & ((start + cols) < N)[None, :]
         offsets = base[:, None] + (start + cols)[None, :] * INNER
-        g = tl.load(grad_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        g = tl.load(grad_ptr + offsets, mask=mask, other=0.0).to(ACC)
         if LOG:
             acc += g
         else:
-            acc += g * tl.load(y_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            acc += g * tl.load(y_ptr + offsets, mask=mask, other=0.0).to(ACC)
     dot = tl.reduce(acc, 1, add_combine)[:, None]
     for start in range(0, N, BLOCK_N):
         mask = row_mask[:, None] & ((start + cols) < N)[None, :]
         offsets = base[:, None] + (start + cols)[None, :] * INNER
-        g = tl.load(grad_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-        y = tl.load(y_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        g = tl.load(grad_ptr + offsets, mask=mask, other=0.0).to(ACC)
+        y = tl.load(y_ptr + offsets, mask=mask, other=0.0).to(ACC)
         if LOG:
             dx = g - tl.exp(y) * dot
         else:
@@ -181,7 +183,8 @@ def _bind(kernel: LaunchCache, tensors: tuple[torch.Tensor, ...], dim: int, **co
         return Launch(
             kernel, (cdiv(m, block_m),), len(tensors), (m, n, inner), tensors[0].device,
             config=config, options=SOFTMAX.options(), INT64=m * n > _INT32, BLOCK_M=block_m,
-            BLOCK_N=block_n, **constexprs,
+            BLOCK_N=block_n, ACC=tl.float64 if tensors[0].dtype == torch.float64 else tl.float32,
+            **constexprs,
         )
 
     def bench(config: KernelConfig) -> float:
