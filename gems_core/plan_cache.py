@@ -28,7 +28,7 @@ import torch
 
 from . import compat, tuning
 from .contract import KernelConfig
-from .launch_cache import LaunchCache
+from .launch_cache import LaunchCache, _arg_key
 
 DEFAULT_LIMIT = 4096
 
@@ -105,7 +105,7 @@ class Launch:
     leading arguments are all tensors is launched straight from their addresses (the
     compiled kernel looked up by their 16-byte alignment alone)."""
 
-    __slots__ = ("bound", "device_index", "fast", "grid", "static", "static_tail", "stream")
+    __slots__ = ("bound", "device_index", "fast", "grid", "static", "static_tail", "stream", "tail")
 
     def __init__(
         self,
@@ -125,10 +125,12 @@ class Launch:
         self.grid = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
         self.static = static
         self.device_index = device.index or 0
-        #: alignment of the leading tensors -> the compiled kernel's launcher; empty until a
-        #: compiled (not interpreted) launch with tensors only at dynamic positions
-        self.fast: dict[tuple[bool, ...], Any] = {} if not trailing else _NEVER
+        #: alignment of the leading tensors (and, with trailing numbers, what Triton
+        #: specializes of them) -> the compiled kernel's launcher; empty until a compiled
+        #: (not interpreted) launch whose leading arguments are all tensors
+        self.fast: dict[Any, Any] = {}
         self.static_tail: tuple[Any, ...] = ()
+        self.tail: tuple[Any, ...] = ()
         self.stream: Any = None
 
     def __call__(self, *leading: Any) -> None:
@@ -146,19 +148,40 @@ class Launch:
                     return
         bound = self.bound
         bound(self.grid, (*leading, *self.static), self.device_index)
-        entry = bound.last_entry
-        if entry is not None and fast is not _NEVER and all(isinstance(t, torch.Tensor) for t in leading):
-            go, tail = entry
-            self.static_tail = (*self.static, *tail)
-            self.stream = compat.stream_function()
-            fast[tuple([t.data_ptr() & 15 == 0 for t in leading])] = go
+        self._learn(leading, ())
 
     def with_trailing(self, leading: tuple[Any, ...], trailing: tuple[Any, ...]) -> None:
+        fast = self.fast
+        if fast:
+            try:
+                addresses = [t.data_ptr() for t in leading]
+            except AttributeError:  # not all tensors: the general path
+                addresses = None
+            if addresses is not None:
+                key = (tuple([a & 15 == 0 for a in addresses]), tuple(map(_arg_key, trailing)))
+                go = fast.get(key)
+                if go is not None:
+                    grid = self.grid
+                    go(grid[0], grid[1], grid[2], self.stream(self.device_index),
+                       (*addresses, *self.static, *trailing, *self.tail))
+                    return
         self.bound(self.grid, (*leading, *self.static, *trailing), self.device_index)
+        self._learn(leading, trailing)
 
-
-#: the fast-launch table of launches with trailing arguments (always empty, never filled)
-_NEVER: dict[tuple[bool, ...], Any] = {}
+    def _learn(self, leading: tuple[Any, ...], trailing: tuple[Any, ...]) -> None:
+        """After a compiled launch, remember its launcher for calls shaped like this one."""
+        entry = self.bound.last_entry
+        if entry is None or not all(isinstance(t, torch.Tensor) for t in leading):
+            return
+        go, tail = entry
+        self.tail = tail
+        self.static_tail = (*self.static, *tail)
+        self.stream = compat.stream_function()
+        alignment = tuple([t.data_ptr() & 15 == 0 for t in leading])
+        if trailing:
+            self.fast[(alignment, tuple(map(_arg_key, trailing)))] = go
+        else:
+            self.fast[alignment] = go
 
 
 @contextmanager

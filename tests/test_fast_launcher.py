@@ -187,3 +187,38 @@ def test_plan_launch_goes_straight_to_the_compiled_kernel(monkeypatch: pytest.Mo
     launch(misaligned, y)
     launch(misaligned, y)
     assert len(lookups) == 2 and launched[-1][4][:2] == (misaligned.data_ptr(), y.data_ptr())
+
+
+def test_plan_launch_with_trailing_numbers_goes_straight_to_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trailing numbers (a norm's eps, a scalar) join the direct path; an int that Triton
+    would specialize differently (== 1) resolves its own kernel."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    from gems_core import compat
+    from gems_core.launch_cache import LaunchCache
+    from gems_core.plan_cache import Launch
+
+    @triton.jit
+    def shift(x_ptr, n, amount, count, BLOCK: tl.constexpr):
+        pass
+
+    cache = LaunchCache(shift, name="shift")
+    cache.interpreted = False
+    launched: list[tuple[Any, ...]] = []
+    lookups: list[Any] = []
+
+    def entry_for(grid3: Any, args: Any, constexprs: Any, config: Any, options: Any) -> Any:
+        lookups.append(args)
+        return (lambda gx, gy, gz, stream, args: launched.append(args), (constexprs["BLOCK"],))
+
+    monkeypatch.setattr(cache, "entry_for", entry_for)
+    monkeypatch.setattr(compat, "stream_function", lambda: (lambda index: 0))
+    launch = Launch(cache, (1,), 1, (10,), torch.device("cpu"), trailing=2, BLOCK=32)
+    x = torch.zeros(4)
+    launch.with_trailing((x,), (0.5, 7))
+    launch.with_trailing((x,), (0.25, 9))  # another float and a same-class int: direct
+    assert len(lookups) == 1 and launched[-1] == (x.data_ptr(), 10, 0.25, 9, 32)
+    launch.with_trailing((x,), (0.25, 1))  # an int of 1 is specialized by Triton: resolved anew
+    assert len(lookups) == 2 and launched[-1] == (x.data_ptr(), 10, 0.25, 1, 32)
