@@ -14,29 +14,18 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import math
 import pstats
 import sys
-import time
+from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from run import host_us as per_call_us
+
 import gems_core
 from gems_core.registry import all_impls
-
-
-def per_call_us(fn, calls: int) -> float:  # type: ignore[no-untyped-def]
-    for _ in range(100):
-        fn()
-    torch.cuda.synchronize()
-    best = math.inf
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - start) / calls * 1e6)
-    return best
 
 
 def probe_library() -> tuple[object, object]:

@@ -131,21 +131,24 @@ def _make_kernel(
     # keyset object per call: ATen's kernel gets its own key when gems hands a call over.
     own_key = torch._C.DispatchKeySet(torch._C.DispatchKey.__members__[dispatch_key])
 
-    def backend_kernel(*args: Any, **kwargs: Any) -> Any:
-        return kernel(own_key, *args, **kwargs)
+    if interpreter or gated:
 
-    if not interpreter and not gated:
+        def checked_kernel(*args: Any, **kwargs: Any) -> Any:
+            return kernel(own_key, *args, **kwargs)
+
+        return checked_kernel
+
+    def backend_kernel(*args: Any, **kwargs: Any) -> Any:
         # the common case on a chip: no per-call checks beyond the failure record
-        def backend_kernel(*args: Any, **kwargs: Any) -> Any:  # noqa: F811
-            if name in failed:
-                return aten(own_key, *args, **kwargs)
-            try:
-                result = fn(*args, **kwargs)
-            except KernelCompileError as exc:
-                return compile_failed(exc, own_key, args, kwargs)
-            if result is NotImplemented:
-                return aten(own_key, *args, **kwargs)
-            return result
+        if name in failed:
+            return aten(own_key, *args, **kwargs)
+        try:
+            result = fn(*args, **kwargs)
+        except KernelCompileError as exc:
+            return compile_failed(exc, own_key, args, kwargs)
+        if result is NotImplemented:
+            return aten(own_key, *args, **kwargs)
+        return result
 
     return backend_kernel
 

@@ -105,7 +105,7 @@ class Launch:
     leading arguments are all tensors is launched straight from their addresses (the
     compiled kernel looked up by their 16-byte alignment alone)."""
 
-    __slots__ = ("bound", "device_index", "fast", "grid", "static", "static_tail", "stream", "tail")
+    __slots__ = ("bound", "device_index", "fast", "grid", "static", "stream", "tail")
 
     def __init__(
         self,
@@ -129,59 +129,42 @@ class Launch:
         #: specializes of them) -> the compiled kernel's launcher; empty until a compiled
         #: (not interpreted) launch whose leading arguments are all tensors
         self.fast: dict[Any, Any] = {}
-        self.static_tail: tuple[Any, ...] = ()
-        self.tail: tuple[Any, ...] = ()
+        self.tail: tuple[Any, ...] = ()  # the constexprs' values, which follow the arguments
         self.stream: Any = None
 
     def __call__(self, *leading: Any) -> None:
-        fast = self.fast
-        if fast:
-            try:
-                addresses = [t.data_ptr() for t in leading]
-            except AttributeError:  # not all tensors: the general path
-                addresses = None
-            if addresses is not None:
-                go = fast.get(tuple([a & 15 == 0 for a in addresses]))
-                if go is not None:
-                    grid = self.grid
-                    go(grid[0], grid[1], grid[2], self.stream(self.device_index), (*addresses, *self.static_tail))
-                    return
-        bound = self.bound
-        bound(self.grid, (*leading, *self.static), self.device_index)
-        self._learn(leading, ())
+        if not (self.fast and self._direct(leading, ())):
+            self.bound(self.grid, (*leading, *self.static), self.device_index)
+            self._learn(leading, ())
 
     def with_trailing(self, leading: tuple[Any, ...], trailing: tuple[Any, ...]) -> None:
-        fast = self.fast
-        if fast:
-            try:
-                addresses = [t.data_ptr() for t in leading]
-            except AttributeError:  # not all tensors: the general path
-                addresses = None
-            if addresses is not None:
-                key = (tuple([a & 15 == 0 for a in addresses]), tuple(map(_arg_key, trailing)))
-                go = fast.get(key)
-                if go is not None:
-                    grid = self.grid
-                    go(grid[0], grid[1], grid[2], self.stream(self.device_index),
-                       (*addresses, *self.static, *trailing, *self.tail))
-                    return
-        self.bound(self.grid, (*leading, *self.static, *trailing), self.device_index)
-        self._learn(leading, trailing)
+        if not (self.fast and self._direct(leading, trailing)):
+            self.bound(self.grid, (*leading, *self.static, *trailing), self.device_index)
+            self._learn(leading, trailing)
+
+    def _direct(self, leading: tuple[Any, ...], trailing: tuple[Any, ...]) -> bool:
+        """Launch through the launcher learnt for calls shaped like this one, if any."""
+        try:
+            addresses = [t.data_ptr() for t in leading]
+        except AttributeError:  # not all tensors: the general path
+            return False
+        go = self.fast.get((tuple([a & 15 == 0 for a in addresses]), tuple(map(_arg_key, trailing))))
+        if go is None:
+            return False
+        grid = self.grid
+        go(grid[0], grid[1], grid[2], self.stream(self.device_index), (*addresses, *self.static, *trailing, *self.tail))
+        return True
 
     def _learn(self, leading: tuple[Any, ...], trailing: tuple[Any, ...]) -> None:
-        """After a compiled launch, remember its launcher for calls shaped like this one."""
+        """After a compiled launch, remember its launcher for calls shaped like this one:
+        keyed by the leading tensors' alignment and what Triton specializes of the numbers."""
         entry = self.bound.last_entry
         if entry is None or not all(isinstance(t, torch.Tensor) for t in leading):
             return
-        go, tail = entry
-        self.tail = tail
-        self.static_tail = (*self.static, *tail)
+        go, self.tail = entry
         self.stream = compat.stream_function()
         alignment = tuple([t.data_ptr() & 15 == 0 for t in leading])
-        if trailing:
-            self.fast[(alignment, tuple(map(_arg_key, trailing)))] = go
-        else:
-            self.fast[alignment] = go
+        self.fast[(alignment, tuple(map(_arg_key, trailing)))] = go
 
 
 @contextmanager

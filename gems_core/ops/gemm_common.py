@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import torch
 import triton
+import triton.language as tl
 
 from .. import runtime
 from ..contract import KernelConfig
@@ -59,3 +60,13 @@ def fits_shared_memory(dtype: torch.dtype) -> Callable[[KernelConfig], bool]:
         return max(staged, block_m * block_n * 4) <= limit
 
     return admit
+
+
+@triton.jit
+def store_epilogue(acc, c_ptrs, bias_ptrs, mask, alpha, beta, HAS_BIAS: tl.constexpr):
+    """C = alpha * acc + beta * bias, cast to C's dtype, at ``c_ptrs``; ``bias_ptrs`` (read
+    only with HAS_BIAS) carry the bias's broadcast through its strides."""
+    acc = acc * alpha
+    if HAS_BIAS:
+        acc += tl.load(bias_ptrs, mask=mask).to(acc.dtype) * beta
+    tl.store(c_ptrs, acc.to(c_ptrs.dtype.element_ty), mask=mask)

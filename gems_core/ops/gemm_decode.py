@@ -34,7 +34,6 @@ epilogue; none copies an operand.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
@@ -51,6 +50,7 @@ from .gemm_common import (
     _needs_int64,
     _scalar_arg,
     fits_shared_memory,
+    store_epilogue,
 )
 
 MM_DECODE = Tunable(
@@ -155,17 +155,9 @@ def _mm_decode_kernel(
     if SPLIT:
         tl.store(ws_ptr + (pid_k * M + rm[:, None]) * N + rn[None, :], acc, mask=mask)
     else:
-        acc = acc * alpha
-        if HAS_BIAS:
-            bias = tl.load(
-                bias_ptr + rm[:, None] * stride_biasm + rn[None, :] * stride_biasn, mask=mask
-            )
-            acc += bias.to(tl.float32) * beta
-        tl.store(
-            c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn,
-            acc.to(c_ptr.dtype.element_ty),
-            mask=mask,
-        )
+        store_epilogue(acc, c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn,
+                       bias_ptr + rm[:, None] * stride_biasm + rn[None, :] * stride_biasn,
+                       mask, alpha, beta, HAS_BIAS)
 
 
 @triton.jit
@@ -197,11 +189,8 @@ def _split_k_reduce_kernel(
         acc += tl.load(ws_ptr + s * size + offs, mask=mask, other=0.0)
     m = offs // N
     n = offs % N
-    acc = acc * alpha
-    if HAS_BIAS:
-        bias = tl.load(bias_ptr + m * stride_biasm + n * stride_biasn, mask=mask)
-        acc += bias.to(tl.float32) * beta
-    tl.store(c_ptr + m * stride_cm + n * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=mask)
+    store_epilogue(acc, c_ptr + m * stride_cm + n * stride_cn, bias_ptr + m * stride_biasm + n * stride_biasn,
+                   mask, alpha, beta, HAS_BIAS)
 
 
 @triton.jit
@@ -263,11 +252,6 @@ _launch_reduce = LaunchCache(_split_k_reduce_kernel, name="mm_split_k_reduce")
 _launch_gemv = LaunchCache(_gemv_kernel, name="gemv")
 
 
-@functools.lru_cache(maxsize=None)
-def _compute_units(device_type: str, index: int | None) -> int:
-    return runtime.compute_units(device_type, index)
-
-
 def split_k_slices(tiles: int, K: int, block_k: int, units: int) -> tuple[int, int]:
     """(slices, K per slice) for ``tiles`` result tiles: enough slices that the programs
     fill ``units`` compute units once, each slice at least _MIN_STEPS_PER_SLICE BLOCK_K
@@ -296,7 +280,7 @@ def launch_decode(
     precision = _input_precision(a.dtype)
     has_bias = bias is not None
     scalars = (float(alpha), float(beta))
-    units = _compute_units(out.device.type, out.device.index)
+    units = runtime.compute_units(out.device.type, out.device.index)
 
     def run(config: KernelConfig, target: torch.Tensor) -> None:
         p = config.params

@@ -16,10 +16,12 @@ import torch
 import triton
 import triton.language as tl
 
+from ..codegen.pointwise import TL_DTYPES
 from ..host_math import next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from .norm import NORM
+from .reduction import acc_dtype
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -165,7 +167,7 @@ def _block(n: int, dtype: torch.dtype) -> dict[str, Any]:
     config = NORM.choose(("group_norm", n.bit_length()))
     return {"config": config, "options": NORM.options(),
             "BLOCK_N": min(config.params["BLOCK_N"], next_power_of_2(max(n, 1))),
-            "ACC": tl.float64 if dtype == torch.float64 else tl.float32}
+            "ACC": TL_DTYPES[acc_dtype(dtype)]}
 
 
 def _serves(x: torch.Tensor, n: int, c: int, hw: int, group: int, *params: torch.Tensor | None) -> bool:

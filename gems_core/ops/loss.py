@@ -17,9 +17,11 @@ import torch
 import triton
 import triton.language as tl
 
+from ..codegen.pointwise import TL_DTYPES
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
+from .reduction import acc_dtype
 
 _BLOCK = 1024  # positions per program
 _BLOCK_C = 64  # classes per step of the backward
@@ -138,15 +140,6 @@ _total = LaunchCache(_nll_total_kernel, name="nll_loss_total")
 _backward = LaunchCache(_nll_backward_kernel, name="nll_loss_backward")
 
 
-def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
-    """Sums run in float64 for float64 data (as ATen's), in float32 otherwise."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
-def _acc(dtype: torch.dtype) -> Any:
-    return tl.float64 if dtype == torch.float64 else tl.float32
-
-
 def _geometry(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, reduction: int,
               image: bool) -> tuple[int, int, int] | None:
     """(N, C, S), or None where ATen must answer (its shape and dtype errors included)."""
@@ -193,17 +186,17 @@ def _nll_forward(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | N
         total_weight.zero_()
         if p:
             _forward((programs,), x, target, w, out, out, bad, p, c, s, ignore_index,
-                     HAS_W=weight is not None, REDUCE=False, BLOCK=_BLOCK, ACC=_acc(x.dtype))
+                     HAS_W=weight is not None, REDUCE=False, BLOCK=_BLOCK, ACC=TL_DTYPES[acc_dtype(x.dtype)])
     else:
         out = torch.empty((), dtype=x.dtype, device=x.device)
-        partial_loss = torch.zeros((max(programs, 1),), dtype=_acc_dtype(x.dtype), device=x.device)
+        partial_loss = torch.zeros((max(programs, 1),), dtype=acc_dtype(x.dtype), device=x.device)
         partial_weight = torch.zeros_like(partial_loss)
         if p:
             _forward((programs,), x, target, w, partial_loss, partial_weight, bad, p, c, s, ignore_index,
-                     HAS_W=weight is not None, REDUCE=True, BLOCK=_BLOCK, ACC=_acc(x.dtype))
+                     HAS_W=weight is not None, REDUCE=True, BLOCK=_BLOCK, ACC=TL_DTYPES[acc_dtype(x.dtype)])
         _total((1,), partial_loss, partial_weight, out, total_weight, partial_loss.numel(),
                MEAN=reduction == _MEAN, BLOCK=min(1024, next_power_of_2(partial_loss.numel())),
-               ACC=_acc(x.dtype))
+               ACC=TL_DTYPES[acc_dtype(x.dtype)])
     _check_targets(bad, target, ignore_index, c)
     return out, total_weight
 
@@ -224,7 +217,7 @@ def _nll_backward(grad: torch.Tensor, x: torch.Tensor, target: torch.Tensor, wei
         _backward((cdiv(p, _BLOCK // 8),), grad.contiguous(), target,
                   weight.contiguous() if weight is not None else dx, total_weight, dx, p, c, s, ignore_index,
                   HAS_W=weight is not None, PER_POSITION=per_position, MEAN=reduction == _MEAN,
-                  BLOCK=_BLOCK // 8, BLOCK_C=min(_BLOCK_C, next_power_of_2(c)), ACC=_acc(x.dtype))
+                  BLOCK=_BLOCK // 8, BLOCK_C=min(_BLOCK_C, next_power_of_2(c)), ACC=TL_DTYPES[acc_dtype(x.dtype)])
     return dx
 
 

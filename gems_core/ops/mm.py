@@ -48,6 +48,7 @@ from .gemm_common import (  # noqa: F401 - re-exported for blas.py and attention
     _needs_int64,
     _scalar_arg,
     fits_shared_memory,
+    store_epilogue,
 )
 from .gemm_decode import launch_decode, launch_gemv
 
@@ -153,17 +154,14 @@ def gemm_tile(
             tl.float64, bitcast=True
         )  # small bit patterns arrive as int32
         beta = beta.to(tl.int64).to(tl.float64, bitcast=True)
-    acc = acc * alpha
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
-    if HAS_BIAS:
-        bias = tl.load(
-            bias_ptr + rm[:, None] * stride_biasm + rn[None, :] * stride_biasn, mask=mask
-        )
-        acc += bias.to(acc.dtype) * beta
-    tl.store(
+    store_epilogue(
+        acc,
         c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn,
-        acc.to(c_ptr.dtype.element_ty),
-        mask=mask,
+        bias_ptr + rm[:, None] * stride_biasm + rn[None, :] * stride_biasn,
+        (rm[:, None] < M) & (rn[None, :] < N),
+        alpha,
+        beta,
+        HAS_BIAS,
     )
 
 

@@ -20,13 +20,14 @@ import torch
 import triton
 import triton.language as tl
 
+from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..plan_cache import Launch, PlanCache, optional_signature, signature
 from ..registry import aten_op
 from ..tuning import Tunable
-from .reduction import add_combine, bench_ms
+from .reduction import acc_dtype, add_combine, bench_ms
 
 NORM = Tunable(
     "norm",
@@ -185,12 +186,12 @@ def _launch(kernel: LaunchCache, grid_rows: int, n: int, args: Sequence[Any], **
     """Launch ``kernel`` with one program per row (``grid_rows``), or per BLOCK_N columns
     for the weight-gradient kernel."""
 
-    acc = _acc(args[0].dtype)
+    acc = acc_dtype(args[0].dtype)
 
     def launch(config: KernelConfig) -> None:
         block_n = min(config.params["BLOCK_N"], next_power_of_2(n))
         grid = cdiv(n, block_n) if kernel is _weight_grad else grid_rows
-        kernel((grid,), *args, config=config, options=NORM.options(), BLOCK_N=block_n, ACC=acc, **constexprs)
+        kernel((grid,), *args, config=config, options=NORM.options(), BLOCK_N=block_n, ACC=TL_DTYPES[acc], **constexprs)
 
     key = (kernel.name, str(args[0].dtype), n.bit_length())
     launch(NORM.choose(key, lambda config: bench_ms(lambda: launch(config))))
@@ -204,7 +205,7 @@ def _bind_forward(m: int, n: int, tensors: tuple[torch.Tensor, ...], eps: float,
     def build(config: KernelConfig) -> Launch:
         block_n = min(config.params["BLOCK_N"], next_power_of_2(n))
         return Launch(_forward, (m,), 6, (n,), tensors[0].device, config=config,
-                      options=NORM.options(), trailing=1, BLOCK_N=block_n, ACC=_acc(tensors[0].dtype),
+                      options=NORM.options(), trailing=1, BLOCK_N=block_n, ACC=TL_DTYPES[acc_dtype(tensors[0].dtype)],
                       **constexprs)
 
     def bench(config: KernelConfig) -> float:
@@ -213,11 +214,6 @@ def _bind_forward(m: int, n: int, tensors: tuple[torch.Tensor, ...], eps: float,
 
     key = (_forward.name, str(tensors[0].dtype), n.bit_length())
     return build(NORM.choose(key, bench))
-
-
-def _acc(dtype: torch.dtype) -> Any:
-    """The accumulation type: float64 for float64 data (as ATen), float32 otherwise."""
-    return tl.float64 if dtype == torch.float64 else tl.float32
 
 
 def _rows(x: torch.Tensor, normalized_shape: Sequence[int], *params: torch.Tensor | None) -> tuple[int, int] | None:
@@ -385,8 +381,7 @@ def _rms_norm_forward(
     m, n = plan.m, plan.n
     flat = x.contiguous() if plan.copy_x else x
     y = torch.empty_like(flat)
-    stats = torch.float64 if x.dtype == torch.float64 else torch.float32
-    rstd = torch.empty_strided((m,), (1,), dtype=stats, device=x.device)
+    rstd = torch.empty_strided((m,), (1,), dtype=acc_dtype(x.dtype), device=x.device)
     if m:
         w = flat if weight is None else weight.contiguous() if plan.copy_w else weight
         tensors = (flat, y, w, flat, rstd, rstd)

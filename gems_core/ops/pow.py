@@ -19,6 +19,7 @@ import triton.language as tl
 
 from ..codegen.pointwise import pointwise
 from ..registry import aten_op
+from .math import _rsqrt
 
 
 @triton.jit
@@ -73,20 +74,10 @@ def _sqrt(x):
     return tl.sqrt(x)
 
 
-@pointwise(kind="INT_TO_FLOAT")
-@triton.jit
-def _rsqrt(x):
-    # x^-0.5 as 1 / sqrt(x): -0.0 -> -inf, -inf -> NaN (C's pow says +inf and +0)
-    # 1 / sqrt(x), with subnormal x scaled into the normal range first (by 2^24, undone
-    # exactly as 2^12): GPU square roots flush subnormals to zero, which would give inf
-    tiny = tl.abs(x) < 1.1754943508222875e-38
-    r = 1.0 / tl.sqrt(tl.where(tiny, x * 16777216.0, x))
-    return tl.where(tiny, r * 4096.0, r)
-
-
 def _number_power(exponent: Any) -> Any:
     """ATen computes a number exponent of 0.5 or -0.5 as sqrt or rsqrt, which differ from
-    pow on -0.0 and -inf; gems does the same."""
+    pow on -0.0 and -inf (x^-0.5 of -0.0 is -inf, of -inf NaN; C's pow says +inf and +0);
+    gems does the same, with the rsqrt op itself."""
     if isinstance(exponent, float) and exponent in (0.5, -0.5):
         return _sqrt if exponent == 0.5 else _rsqrt
     return None

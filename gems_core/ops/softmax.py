@@ -19,13 +19,14 @@ import torch
 import triton
 import triton.language as tl
 
+from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..plan_cache import Launch, PlanCache, dense_strides, signature
 from ..registry import aten_op
 from ..tuning import Tunable
-from .reduction import add_combine, bench_ms, max_nan_combine
+from .reduction import acc_dtype, add_combine, bench_ms, max_nan_combine
 
 SOFTMAX = Tunable(
     "softmax",
@@ -183,7 +184,7 @@ def _bind(kernel: LaunchCache, tensors: tuple[torch.Tensor, ...], dim: int, **co
         return Launch(
             kernel, (cdiv(m, block_m),), len(tensors), (m, n, inner), tensors[0].device,
             config=config, options=SOFTMAX.options(), INT64=m * n > _INT32, BLOCK_M=block_m,
-            BLOCK_N=block_n, ACC=tl.float64 if tensors[0].dtype == torch.float64 else tl.float32,
+            BLOCK_N=block_n, ACC=TL_DTYPES[acc_dtype(tensors[0].dtype)],
             **constexprs,
         )
 
