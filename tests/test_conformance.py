@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -194,6 +196,9 @@ def test_wrong_kernel_is_reported_fail_with_sample_and_error(wrong_run: tuple) -
     assert record["detail"].startswith("contiguous(Tensor[")
     assert float(record["max_abs"]) > 0 and "elements off" in record["message"]
     assert data["statement"]["emulated"] is True and data["statement"]["backend"] == "testwrong"
+    # printed when it happened, with the sample and the error, before the reports
+    live = [line for line in proc.stderr.splitlines() if line.startswith("FAIL mul float32 contiguous(")]
+    assert live and "max abs" in live[0], proc.stderr[-2000:]
 
 
 def test_declared_deviation_is_xfail_with_reason(wrong_run: tuple) -> None:
@@ -268,3 +273,28 @@ def test_html_report_shows_matrix_with_counts_in_a_browser(wrong_run: tuple, tmp
     assert 'class="cell" data-status="FAIL"' in dom
     # filled in by the page's script: the browser ran it
     assert 'id="matrix-tally">FAIL: ' in dom
+
+
+def test_stopped_run_still_reports_what_ran(tmp_path: Path) -> None:
+    """SIGTERM (a CI time limit) mid-run: the reports hold what ran, marked incomplete."""
+    env = dict(os.environ)
+    env.pop("GEMS_DEVICE", None)
+    command = [sys.executable, "-m", "gems_conformance.cli", "--quick", "--report", str(tmp_path),
+               "--device", "cpu", "--tier", "accuracy", "--ops", "add,mul,sub,div", "--workers", "1"]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        seen = ""
+        while "] accuracy" not in seen:  # a job has finished
+            line = proc.stderr.readline()
+            assert line and time.monotonic() < deadline, seen[-2000:]
+            seen += line
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, out + err
+    data = load(tmp_path)
+    assert data["passed"] is False and data["unfinished"].startswith("interrupted after ")
+    assert data["records"] and all(r["tier"] == "accuracy" for r in data["records"])
+    assert "incomplete: interrupted after" in (tmp_path / "summary.md").read_text()

@@ -5,12 +5,14 @@
     gems-conformance --device mychip --report out/ --baseline last/report.json
 
 Exit status: 0 when nothing FAILed, ERRORed or regressed against ``--baseline``; 1 when
-something did; 2 when the run could not start (unknown device, bad arguments).
+something did; 2 when the run could not start (unknown device, bad arguments); 130 when it
+was stopped (Ctrl-C or SIGTERM) before every job ran: the reports then hold what ran.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -65,22 +67,38 @@ def main(argv: list[str] | None = None) -> int:
             parser().error(f"--baseline {args.baseline}: {exc}")
     options = Options(device=args.device, emulate=args.emulate, tiers=tiers, profile=args.profile,
                       ops=_list(args.ops), timeout=args.timeout, workers=args.workers, quiet=args.quiet)
+    def stop(signum: int, frame: object) -> None:
+        # a time limit's SIGTERM ends the run as Ctrl-C does (the reports of what ran are
+        # written); a second one does not interrupt that writing
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous_handler = signal.signal(signal.SIGTERM, stop)
     try:
         result = run(options)
     except (WorkerError, ValueError) as exc:
         print(f"gems-conformance: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("gems-conformance: interrupted before any job ran; no reports written", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
     report = Report(
         statement=complete(result.facts, args.profile, sys.argv[1:] if argv is None else argv),
         tiers=result.tiers,
         records=result.records,
         regressions=baseline.regressions(previous, result.records) if previous is not None else [],
+        unfinished=result.unfinished,
     )
     paths = write_all(args.report, report)
     counts = report.counts
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no records"
     print(f"gems-conformance: {summary}; {len(report.regressions)} regression(s)")
     print(f"gems-conformance: reports in {paths['summary.md'].parent}")
+    if report.unfinished:
+        print(f"gems-conformance: incomplete: {report.unfinished}")
+        return 130
     return 1 if report.failed else 0
 
 

@@ -149,6 +149,8 @@ def _records(report: Report) -> list[str]:
 def to_html(report: Report) -> str:
     verdict = ('<p class="verdict-fail"><b>FAILED</b></p>' if report.failed
                else '<p class="verdict-pass"><b>PASSED</b></p>')
+    if report.unfinished:
+        verdict = f'<p class="verdict-fail"><b>FAILED</b>: incomplete, {escape(report.unfinished)}</p>'
     regressions = []
     if report.regressions:
         regressions = [(f'<details id="regressions"><summary>{len(report.regressions)} regression(s) against '

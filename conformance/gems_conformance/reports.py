@@ -28,6 +28,8 @@ class Report:
     tiers: dict[str, TierResult]
     records: list[Record]
     regressions: list[Regression] = field(default_factory=list)
+    #: why the run stopped before every job ran ("" when it finished); an unfinished run fails
+    unfinished: str = ""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -38,7 +40,7 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        return any(r.status in R.FAILING for r in self.records) or bool(self.regressions)
+        return any(r.status in R.FAILING for r in self.records) or bool(self.regressions) or bool(self.unfinished)
 
     def details(self) -> list[Record]:
         """Records whose story a reader needs: failures, errors, declared deviations."""
@@ -80,6 +82,7 @@ def to_json(report: Report) -> dict[str, Any]:
                          "counts": report.tier_counts(name)} for name, t in report.tiers.items()},
         "counts": report.counts,
         "passed": not report.failed,
+        "unfinished": report.unfinished,
         "regressions": [r.to_json() for r in report.regressions],
         "records": [r.to_json() for r in report.records],
     }
@@ -141,6 +144,8 @@ def to_markdown(report: Report) -> str:
     out = ["# gems conformance report", ""]
     out += ["| | |", "|---|---|"] + [f"| {label} | {_md_escape(value)} |" for label, value in lines(report.statement)]
     verdict = "**FAILED**" if report.failed else "**PASSED**"
+    if report.unfinished:
+        verdict += f" (incomplete: {report.unfinished})"
     out += ["", f"Result: {verdict}", "", "## Tiers", "",
             "| tier | ran | " + " | ".join(R.STATUSES) + " | note |",
             "|---|---|" + "---|" * len(R.STATUSES) + "---|"]

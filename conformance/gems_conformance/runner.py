@@ -38,6 +38,8 @@ class Result:
     facts: dict[str, Any]
     tiers: dict[str, TierResult]
     records: list[Record]
+    #: why the run stopped before every job ran ("" when it finished)
+    unfinished: str = ""
 
 
 @dataclass
@@ -141,10 +143,16 @@ class _Collector:
             outcome = SampleOutcome(**message["outcome"])
             self._state(job).outcomes.append(outcome)
             self.progress.counted(outcome.status)
+            if outcome.status in R.FAILING:
+                self._announce(outcome.status, f"{job['case']} {job['dtype']}", outcome.description
+                               or outcome.label, outcome.message, outcome.max_abs, outcome.max_rel)
         elif kind == "record":
             record = Record.from_json(message["record"])
             self.records.append(record)
             self.progress.counted(record.status)
+            if record.status in R.FAILING:
+                self._announce(record.status, f"{record.tier} {record.op} {record.dtype}", record.sample,
+                               record.message, None, None)
         elif kind == "skipped":
             self.tiers[message["tier"]] = TierResult(message["tier"], ran=False, reason=message["reason"])
         elif kind == "failed":
@@ -152,6 +160,14 @@ class _Collector:
         if kind in ("done", "failed"):
             self._tier_time(job["tier"])
             self.progress.job_done(_describe(job))
+
+    def _announce(self, status: str, what: str, sample: str, message: str,
+                  max_abs: float | None, max_rel: float | None) -> None:
+        """A FAIL or ERROR is printed when it happens: a long run shows its failures early
+        and keeps them even if it is stopped before the reports are written."""
+        errors = f" max abs {max_abs:.3g}, max rel {max_rel:.3g}" if max_abs is not None and max_rel is not None else ""
+        detail = " ".join(message.split())[:300]
+        self.progress.note(f"{status} {what} {sample}{errors}{': ' + detail if detail else ''}")
 
     def _tier_time(self, tier: str) -> None:
         self.tiers[tier].seconds = time.monotonic() - self.started.get(tier, time.monotonic())
@@ -217,10 +233,16 @@ def run(options: Options) -> Result:
             if not tier.ran:
                 progress.note(f"gems-conformance: {tier.name} tier skipped: {tier.reason}")
         collector = _Collector(ready, tiers, progress)
-        pool.run([j for j in jobs if j["tier"] != "performance"], collector.on_message, collector.on_crash)
-        pool.run([j for j in jobs if j["tier"] == "performance"], collector.on_message, collector.on_crash,
-                 exclusive=True)
+        unfinished = ""
+        try:
+            pool.run([j for j in jobs if j["tier"] != "performance"], collector.on_message, collector.on_crash)
+            pool.run([j for j in jobs if j["tier"] == "performance"], collector.on_message, collector.on_crash,
+                     exclusive=True)
+        except KeyboardInterrupt:
+            # stopped (Ctrl-C, SIGTERM from a time limit): what ran is still reported
+            unfinished = f"interrupted after {progress.done} of {progress.total} jobs"
+            progress.note(f"gems-conformance: {unfinished}; writing the reports of what ran")
         progress.finish()
-        return Result(facts=ready["facts"], tiers=tiers, records=collector.finish())
+        return Result(facts=ready["facts"], tiers=tiers, records=collector.finish(), unfinished=unfinished)
     finally:
         pool.close()

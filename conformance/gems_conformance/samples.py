@@ -90,6 +90,18 @@ def layouts(
     yield "expanded", make_tensor(row, dtype, device, seed + 3, **kw).expand(shape)
 
 
+def ramp_like(y: torch.Tensor) -> torch.Tensor:
+    """Upstream gradients for autograd checks: -1 .. 1 over ``y``'s elements in steps of
+    1/64, in ``y``'s shape and dtype. Multiples of 1/64 are exact in every floating dtype, so
+    the float64 reference and the device see the same gradients: a weight gradient that
+    sums them to nearly zero is then compared on the op's error, not on rounding of the
+    inputs. (Made in float32 and then cast: a half-precision linspace of many points computes
+    its positions in half precision, giving inf and NaN past 2^16 points.)"""
+    wide = torch.float64 if y.dtype == torch.float64 else torch.float32
+    ramp = torch.linspace(-1, 1, y.numel(), dtype=wide, device=y.device)
+    return (torch.round(ramp * 64) / 64).to(y.dtype).view_as(y)
+
+
 def special_values(dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
     """NaN, +-Inf, -0.0, subnormals and ordinary values, for ops that define them."""
     if not dtype.is_floating_point:

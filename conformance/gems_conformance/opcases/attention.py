@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ..cases import OpCase, register
-from ..samples import Sample, make_tensor
+from ..samples import Sample, make_tensor, ramp_like
 
 #: bf16 runs too: where a backend leaves it to ATen, the suite reports that
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -86,7 +86,7 @@ def _with_grads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: Any
     """(out, dq, dk, dv) for fixed output weights."""
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
     out = _attention(*leaves, **kwargs)
-    weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype, device=out.device).view_as(out)
+    weights = ramp_like(out)
     return (out.detach(), *torch.autograd.grad(out, leaves, weights))
 
 

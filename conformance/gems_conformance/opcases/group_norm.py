@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from .. import samples
 from ..cases import OpCase, register
-from ..samples import Sample
+from ..samples import Sample, ramp_like
 
 FLOATS = samples.FLOAT_DTYPES
 
@@ -48,7 +48,7 @@ def _native(x: torch.Tensor, w: Any, b: Any, groups: int) -> Any:
 def _with_grads(x: torch.Tensor, w: Any, b: Any, groups: int) -> Any:
     leaves = [t.detach().requires_grad_() if t is not None else None for t in (x, w, b)]
     y = F.group_norm(leaves[0], groups, leaves[1], leaves[2])
-    weights = torch.linspace(-1, 1, y.numel(), dtype=y.dtype, device=y.device).view_as(y)
+    weights = ramp_like(y)
     grads = torch.autograd.grad(y, [t for t in leaves if t is not None], weights)
     return (y.detach(), *grads)
 

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from .. import samples
 from ..cases import OpCase, register
-from ..samples import Sample
+from ..samples import Sample, ramp_like
 
 FLOATS = samples.FLOAT_DTYPES
 
@@ -55,7 +55,7 @@ def loss_samples(dtype: torch.dtype, device: torch.device | str, profile: str) -
 def _loss_and_grad(x: torch.Tensor, target: torch.Tensor, weight: Any, **kw: Any) -> tuple[torch.Tensor, ...]:
     x = x.detach().requires_grad_()
     loss = F.cross_entropy(x, target, weight, **kw)
-    weights = torch.linspace(-1, 1, loss.numel(), dtype=loss.dtype, device=loss.device).view_as(loss)
+    weights = ramp_like(loss)
     (grad,) = torch.autograd.grad(loss, x, weights)
     return loss.detach(), grad
 

@@ -15,7 +15,7 @@ import torch
 
 from .. import samples
 from ..cases import OpCase, register
-from ..samples import Sample
+from ..samples import Sample, ramp_like
 
 FLOATS = samples.FLOAT_DTYPES
 
@@ -60,7 +60,7 @@ def _with_grads(forward: Callable[..., torch.Tensor], bias: bool = True) -> Call
         b = b if bias else None
         leaves = [t.detach().requires_grad_() if t is not None else None for t in (x, w, b)]
         y = forward(*leaves, normalized_shape)
-        weights = torch.linspace(-1, 1, y.numel(), dtype=y.dtype, device=y.device).view_as(y)
+        weights = ramp_like(y)
         grads = torch.autograd.grad(y, [t for t in leaves if t is not None], weights)
         return (y.detach(), *grads)
 

@@ -14,7 +14,7 @@ import torch
 
 from .. import samples
 from ..cases import OpCase, register
-from ..samples import Sample
+from ..samples import Sample, ramp_like
 
 FLOATS = samples.FLOAT_DTYPES
 
@@ -59,7 +59,7 @@ def _input_grad(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     def call(x: torch.Tensor, dim: int) -> torch.Tensor:
         x = x.detach().requires_grad_()
         y = fn(x, dim)
-        weights = torch.linspace(-1, 1, y.numel(), dtype=y.dtype, device=y.device).view_as(y)
+        weights = ramp_like(y)
         (grad,) = torch.autograd.grad(y, x, weights)
         return grad
 
