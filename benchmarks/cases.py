@@ -18,11 +18,20 @@ M64 = 64 * 2**20
 
 @dataclass(frozen=True)
 class Case:
+    """One benchmark: ``fn(*make(device))`` timed with ATen and under gems.
+
+    ``bytes`` (memory-bound ops) gives GB/s and % of the copy bandwidth; ``flops``
+    (matrix products, attention) gives TFLOP/s and % of the matmul peak measured in the same
+    run. ``aten_variants`` name other ways ATen runs the op (SDPA's backends): the fastest
+    is the baseline, and each is reported."""
+
     name: str
     op: str
     make: Callable[[str], tuple[Any, ...]]
     fn: Callable[..., Any]
     bytes: Callable[[tuple[Any, ...]], int] = lambda inputs: 0
+    flops: Callable[[tuple[Any, ...]], float] | None = None
+    aten_variants: Callable[[], dict[str, Any]] | None = None
 
 
 def _nbytes(*tensors: torch.Tensor) -> int:
@@ -112,6 +121,100 @@ CASES += [
                     torch.randn(16, 4096, dtype=torch.bfloat16, device=d),
                     torch.randn(4096, 14336, dtype=torch.bfloat16, device=d)),
          torch.addmm),
+]
+
+def _mm_flops(inputs: tuple[Any, ...]) -> float:
+    a, b = inputs[-2:]
+    return 2.0 * a.shape[0] * a.shape[1] * b.shape[1]
+
+
+def _linear(m: int, n: int, k: int) -> Callable[[str], tuple[Any, ...]]:
+    """(m, k) @ (k, n) with the weight stored (n, k) as nn.Linear keeps it."""
+    return lambda d: (torch.randn(m, k, dtype=torch.bfloat16, device=d),
+                      torch.randn(n, k, dtype=torch.bfloat16, device=d).t())
+
+
+def _gemm_bytes(inputs: tuple[Any, ...]) -> int:
+    a, b = inputs[-2:]
+    return _nbytes(a, b) + a.shape[0] * b.shape[1] * a.element_size()
+
+
+def _sdpa_inputs(batch: int, heads: int, kv_heads: int, q_len: int, kv_len: int) -> Callable[[str], tuple[Any, ...]]:
+    def make(d: str) -> tuple[Any, ...]:
+        q = torch.randn(batch, heads, q_len, 128, dtype=torch.bfloat16, device=d)
+        k = torch.randn(batch, kv_heads, kv_len, 128, dtype=torch.bfloat16, device=d)
+        v = torch.randn(batch, kv_heads, kv_len, 128, dtype=torch.bfloat16, device=d)
+        return q, k, v
+
+    return make
+
+
+def _sdpa_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1])
+
+
+def _sdpa_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v, enable_gqa=q.shape[1] != k.shape[1])
+
+
+def _causal_flops(inputs: tuple[Any, ...]) -> float:
+    q = inputs[0]
+    batch, heads, seq, dim = q.shape
+    return 4.0 * batch * heads * seq * seq * dim / 2  # QK^T and PV over the lower triangle
+
+
+def _sdpa_bytes(inputs: tuple[Any, ...]) -> int:
+    q, k, v = inputs
+    return 2 * _nbytes(q) + _nbytes(k, v)
+
+
+def sdpa_backends() -> dict[str, Any]:
+    """ATen's SDPA backends, each as a context manager factory."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    chosen = {"default": None}
+    for name in ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION"):
+        backend = getattr(SDPBackend, name, None)
+        if backend is not None:
+            chosen[name.split("_")[0].lower()] = lambda backend=backend: sdpa_kernel(backend)
+    return chosen
+
+
+def _targets(rows: int, vocab: int) -> Callable[[str], tuple[Any, ...]]:
+    return lambda d: (torch.randn(rows, vocab, dtype=torch.bfloat16, device=d),
+                      torch.randint(0, vocab, (rows,), device=d))
+
+
+CASES += [
+    Case("mm 8192x8192x8192 bf16", "mm", _rand2((8192, 8192), torch.bfloat16), torch.mm, flops=_mm_flops),
+    # decode shapes: M = 1 and 16 tokens through LLM projections (N, K from 4096 to 14336)
+    *[Case(f"mm {m}x{n}x{k} bf16 (decode)", "mm", _linear(m, n, k), torch.mm, _gemm_bytes, _mm_flops)
+      for m in (1, 16) for n, k in ((4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336))],
+    Case("sdpa prefill b4 h32 s2048 d128 causal bf16", "scaled_dot_product_attention",
+         _sdpa_inputs(4, 32, 32, 2048, 2048), _sdpa_causal, flops=_causal_flops, aten_variants=sdpa_backends),
+    Case("sdpa prefill b4 h32 s8192 d128 causal bf16", "scaled_dot_product_attention",
+         _sdpa_inputs(4, 32, 32, 8192, 8192), _sdpa_causal, flops=_causal_flops, aten_variants=sdpa_backends),
+    *[Case(f"sdpa decode b8 h32/8 kv{kv} d128 bf16", "scaled_dot_product_attention",
+           _sdpa_inputs(8, 32, 8, 1, kv), _sdpa_decode, _sdpa_bytes, aten_variants=sdpa_backends)
+      for kv in (512, 2048, 8192)],
+    Case("cross_entropy 4096x128256 bf16", "cross_entropy", _targets(4096, 128256),
+         F.cross_entropy, lambda i: _nbytes(i[0])),
+    Case("embedding 8192 of 128256x4096 bf16", "embedding",
+         lambda d: (torch.randint(0, 128256, (8192,), device=d),
+                    torch.randn(128256, 4096, dtype=torch.bfloat16, device=d)),
+         F.embedding, lambda i: 2 * i[0].numel() * i[1].shape[1] * i[1].element_size()),
+    Case("index_select 8192 of 32000x4096 bf16", "index_select",
+         lambda d: (torch.randn(32000, 4096, dtype=torch.bfloat16, device=d), 0,
+                    torch.randint(0, 32000, (8192,), device=d)),
+         torch.index_select, lambda i: 2 * i[2].numel() * i[0].shape[1] * i[0].element_size()),
+    Case("topk 50 of 4096x32000 fp32", "topk", _rand((4096, 32000), torch.float32),
+         lambda x: torch.topk(x, 50), lambda i: _nbytes(i[0])),
+    Case("cumsum 4096x16384 fp32", "cumsum", _rand((4096, 16384), torch.float32),
+         lambda x: torch.cumsum(x, -1), _row_bytes),
+    Case("var_mean 16384x4096 fp32", "var_mean", _rand((16384, 4096), torch.float32),
+         lambda x: torch.var_mean(x, -1), lambda i: _nbytes(i[0])),
+    Case("log_softmax 1024x128256 bf16", "log_softmax", _rand((1024, 128256), torch.bfloat16),
+         lambda x: torch.log_softmax(x, -1), _row_bytes),
 ]
 
 HOST_CASES: list[Case] = [

@@ -61,6 +61,7 @@ def stub_launches() -> None:
     for cache in launch_cache.all_caches():
         cache.interpreted = False
     compat.stream_function = lambda: (lambda index: 0)  # type: ignore[assignment]
+    compat.current_stream = lambda index: 0  # type: ignore[assignment]
 
 
 def main() -> int:

@@ -241,6 +241,33 @@ def kernel_share(model: CachedLlama, prompt: torch.Tensor, steps: torch.Tensor,
     }
 
 
+def host_profile(model: CachedLlama, prompt: torch.Tensor, steps: torch.Tensor, count: int) -> str:
+    """Where the host's time goes over ``count`` decode steps: self CPU time per ATen op
+    (torch.profiler) and per Python function (cProfile), as text."""
+    import cProfile
+    import io
+    import pstats
+
+    from torch.profiler import ProfilerActivity, profile
+
+    def run_steps() -> None:
+        for i, token in enumerate(steps[:count]):
+            model(token, prompt.shape[1] + i)
+        if prompt.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run_steps()
+    text = io.StringIO()
+    text.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run_steps()
+    profiler.disable()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(40)
+    return text.getvalue()
+
+
 def relative_error(got: torch.Tensor, reference: torch.Tensor) -> float:
     got, reference = got.double(), reference.double()
     return float(torch.linalg.vector_norm(got - reference) / torch.linalg.vector_norm(reference))
@@ -274,6 +301,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes: " + ", ".join(f"{k}={v}" for k, v in QUICK.items()))
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--host-profile", metavar="DIR",
+                        help="write each provider's host profile of a few decode steps here")
     args = parser.parse_args(argv)
     if args.quick:
         for key, value in QUICK.items():
@@ -318,6 +347,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     for _ in range(max(args.repeat, 1)):
                         logits = generate(model, prompt, steps, clock, prefill_ms, decode_ms)
                     share = kernel_share(model, prompt, steps, args.profile_steps)
+                    if args.host_profile:
+                        folder = Path(args.host_profile)
+                        folder.mkdir(parents=True, exist_ok=True)
+                        (folder / f"{name}-host.txt").write_text(
+                            host_profile(model, prompt, steps, max(args.profile_steps, 8)))
             except Exception as exc:  # noqa: BLE001 - one provider failing is a result
                 row["error"] = f"{type(exc).__name__}: {exc}"[:500]
                 results.append(row)

@@ -56,51 +56,97 @@ def host_us(fn, calls: int = 2000) -> float:  # type: ignore[no-untyped-def]
     return best
 
 
-def run_kernels(device: str, only: set[str] | None) -> list[dict]:
+def matmul_peak(device: str) -> float:
+    """TFLOP/s of ATen's (cuBLAS's) bf16 8192^3 product: the matmul roofline of this run."""
+    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device=device)
+    b = torch.randn(8192, 8192, dtype=torch.bfloat16, device=device)
+    ms = median_ms(lambda: torch.mm(a, b))
+    return 2 * 8192**3 / ms / 1e9
+
+
+def aten_timings(case, inputs) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Milliseconds of ATen's call, and of each variant the case names (one that cannot
+    run these inputs is left out)."""
+    timings = {"default": median_ms(lambda: case.fn(*inputs))}
+    for name, context in (case.aten_variants() if case.aten_variants else {}).items():
+        if context is None:
+            continue
+        try:
+            with context():
+                case.fn(*inputs)
+                timings[name] = median_ms(lambda: case.fn(*inputs))
+        except RuntimeError:
+            continue
+    return timings
+
+
+def run_kernels(device: str, only: set[str] | None) -> tuple[list[dict], dict[str, float]]:
     peak = copy_bandwidth(device)
-    print(f"copy bandwidth: {peak:.0f} GB/s")
-    rows = []
+    flops_peak = matmul_peak(device)
+    print(f"copy bandwidth: {peak:.0f} GB/s; matmul peak (ATen bf16 8192^3): {flops_peak:.0f} TFLOP/s")
+    rows: list[dict] = []
+    errors: list[dict] = []
     for case in CASES:
         if only and case.op not in only:
             continue
-        inputs = case.make(device)
-        aten_ms = median_ms(lambda case=case, inputs=inputs: case.fn(*inputs))
-        with gems_core.use_gems():
-            first = time.perf_counter()
-            case.fn(*inputs)
-            torch.cuda.synchronize()
-            first_ms = (time.perf_counter() - first) * 1e3
-            gems_ms = median_ms(lambda case=case, inputs=inputs: case.fn(*inputs))
+        try:
+            inputs = case.make(device)
+            aten = aten_timings(case, inputs)
+            aten_ms = min(aten.values())
+            with gems_core.use_gems():
+                first = time.perf_counter()
+                case.fn(*inputs)
+                torch.cuda.synchronize()
+                first_ms = (time.perf_counter() - first) * 1e3
+                gems_ms = median_ms(lambda case=case, inputs=inputs: case.fn(*inputs))
+        except Exception as exc:  # noqa: BLE001 - one case failing is a result, the rest still run
+            errors.append({"case": case.name, "op": case.op, "error": f"{type(exc).__name__}: {exc}"[:500]})
+            print(f"{case.name:42s} error: {errors[-1]['error']}", flush=True)
+            continue
         moved = case.bytes(inputs)
         row = {
             "case": case.name, "op": case.op, "aten_ms": aten_ms, "gems_ms": gems_ms,
             "speedup": aten_ms / gems_ms, "first_call_ms": first_ms,
             "gems_gbps": moved / gems_ms / 1e6 if moved else None,
             "aten_gbps": moved / aten_ms / 1e6 if moved else None,
+            "aten_variants_ms": aten if len(aten) > 1 else None,
+            "aten_best": min(aten, key=aten.get),
         }
         row["gems_pct_copy"] = 100 * row["gems_gbps"] / peak if moved else None
+        if case.flops is not None:
+            work = case.flops(inputs)
+            row["gems_tflops"] = work / gems_ms / 1e9
+            row["aten_tflops"] = work / aten_ms / 1e9
+            row["gems_pct_matmul_peak"] = 100 * row["gems_tflops"] / flops_peak
         rows.append(row)
-        pct = f"{row['gems_pct_copy']:5.1f}%" if moved else "   - "
+        pct = f"{row['gems_pct_copy']:5.1f}% of copy" if moved else "   -         "
+        if case.flops is not None:
+            pct += f" {row['gems_tflops']:5.0f} TFLOP/s ({row['gems_pct_matmul_peak']:3.0f}% of mm peak)"
+        best = f" (ATen best: {row['aten_best']})" if len(aten) > 1 else ""
         print(f"{case.name:42s} aten {aten_ms*1e3:9.1f} us  gems {gems_ms*1e3:9.1f} us  "
-              f"x{row['speedup']:5.2f}  {pct} of copy  first call {first_ms:7.1f} ms", flush=True)
+              f"x{row['speedup']:5.2f}  {pct}  first call {first_ms:7.1f} ms{best}", flush=True)
     if rows:
         speedups = [r["speedup"] for r in rows]
         geo = math.exp(sum(map(math.log, speedups)) / len(speedups))
         worst = min(rows, key=lambda r: r["speedup"])
         print(f"geometric-mean speedup x{geo:.3f} over {len(rows)} cases; worst x{worst['speedup']:.2f} "
               f"({worst['case']})")
-    return rows
+    return rows + errors, {"copy_gbps": peak, "matmul_tflops": flops_peak}
 
 
-def run_host(device: str, only: set[str] | None) -> list[dict]:
+def run_host(device: str, only: set[str] | None, rounds: int = 5) -> list[dict]:
+    """Wall-clock microseconds per call, ATen and gems in alternating rounds (the best round
+    of each): a busy host drifts by more than the difference being measured."""
     rows = []
     for case in HOST_CASES:
         if only and case.op not in only:
             continue
         inputs = case.make(device)
-        aten = host_us(lambda case=case, inputs=inputs: case.fn(*inputs))
-        with gems_core.use_gems():
-            gems = host_us(lambda case=case, inputs=inputs: case.fn(*inputs))
+        aten = gems = math.inf
+        for _ in range(rounds):
+            aten = min(aten, host_us(lambda case=case, inputs=inputs: case.fn(*inputs), calls=1000))
+            with gems_core.use_gems():
+                gems = min(gems, host_us(lambda case=case, inputs=inputs: case.fn(*inputs), calls=1000))
         rows.append({"case": case.name, "op": case.op, "aten_us": aten, "gems_us": gems, "ratio": gems / aten})
         print(f"host {case.name:36s} aten {aten:6.2f} us/call  gems {gems:6.2f} us/call  x{gems/aten:4.2f}",
               flush=True)
@@ -128,7 +174,7 @@ def main() -> int:
     print(" ".join(f"{k}={v}" for k, v in meta.items()))
     result = {"meta": meta, "host": run_host(device, only)}
     if not args.host:
-        result["kernels"] = run_kernels(device, only)
+        result["kernels"], result["roofline"] = run_kernels(device, only)
     Path(args.json).write_text(json.dumps(result, indent=1))
     return 0
 

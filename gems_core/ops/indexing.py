@@ -1,34 +1,45 @@
 """index_select (any dim, int32/int64 index, out=), embedding and embedding_dense_backward.
 
-Indices are checked on the host before any kernel runs (one min/max read back), so a bad
-index raises ATen's error instead of reading out of bounds. The source is seen as
-(outer, dim, inner) through its strides; a layout that does not merge that way is copied
-once first.
+The source is seen as (outer, dim, inner) through its strides; a layout that does not merge
+that way is copied once first. The gather kernel is two-dimensional: a program takes a few
+output rows (one index each, read once) and a block of their ``inner`` columns, so an
+embedding row or an index_select over a leading dim is read and written with wide,
+contiguous accesses (no per-element division).
+
+Bad indices: on the CPU backend every index is checked on the host before any kernel runs
+and ATen's IndexError is raised. On an accelerator that check would cost a device-to-host
+read (a stall of the whole stream) per call, so by default the kernel checks instead, as
+ATen's CUDA kernels do: a bad index trips a device-side assertion (the error surfaces at the
+next synchronization) and is never read through (the load is masked). ``GEMS_CHECK_INDICES=host``
+restores the synchronous host check there. embedding_dense_backward (training) always checks
+on the host: its kernel adds into the indexed rows.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from .. import compat, runtime
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
-from .kernel_lib import program_offsets
 from .masked import write_out
 
 GATHER = Tunable(
     "gather_rows",
     params=("BLOCK_SIZE",),
-    defaults=[KernelConfig({"BLOCK_SIZE": 1024}, num_warps=4)],
-    description="index_select/embedding (and its backward): BLOCK_SIZE elements per program",
+    defaults=[KernelConfig({"BLOCK_SIZE": 4096}, num_warps=4)],
+    description="index_select/embedding (and its backward): BLOCK_SIZE elements per program "
+    "(whole rows of up to BLOCK_SIZE columns, or a BLOCK_SIZE-wide slice of a longer row)",
 )
 
 _INT32 = 2**31 - 1
@@ -42,30 +53,41 @@ class IndexOutOfRangeError(IndexError, RuntimeError):
 @triton.jit
 def _index_select_kernel(
     src_ptr,  # (OUTER, D, INNER) through strides
-    index_ptr,  # (K,) int32 or int64, every entry in [0, D)
+    index_ptr,  # (K,) int32 or int64
     out_ptr,  # (OUTER, K, INNER) contiguous
-    numel,
+    rows,  # OUTER * K
     K,
+    D,
     INNER,
     stride_o,
     stride_d,
     stride_i,
     index_stride,
     INT64: tl.constexpr,
-    BLOCK_SIZE: tl.constexpr,
+    CHECK: tl.constexpr,  # assert 0 <= index < D on the device
+    BLOCK_R: tl.constexpr,  # output rows per program
+    BLOCK_C: tl.constexpr,  # columns per program
 ):
-    # out[o, k, i] = src[o, index[k], i]
-    offsets = program_offsets(BLOCK_SIZE, INT64)
-    mask = offsets < numel
-    i = offsets % INNER
-    rest = offsets // INNER
-    k = rest % K
-    o = rest // K
-    row = tl.load(index_ptr + k * index_stride, mask=mask, other=0)
+    # out[o, k, i] = src[o, index[k], i]; program (r, c) covers rows r*BLOCK_R.. and columns
+    # c*BLOCK_C.. of the (OUTER * K, INNER) output
+    r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     if INT64:
-        row = row.to(tl.int64)
-    value = tl.load(src_ptr + o * stride_o + row * stride_d + i * stride_i, mask=mask)
-    tl.store(out_ptr + offsets, value, mask=mask)
+        r = r.to(tl.int64)
+        c = c.to(tl.int64)
+    row_ok = r < rows
+    k = r % K
+    o = r // K
+    idx = tl.load(index_ptr + k * index_stride, mask=row_ok, other=0)
+    if INT64:
+        idx = idx.to(tl.int64)
+    valid = (idx >= 0) & (idx < D)
+    if CHECK:
+        tl.device_assert(valid | ~row_ok, "index out of range in self")
+    src_row = o * stride_o + idx * stride_d
+    mask = (row_ok & valid)[:, None] & (c < INNER)[None, :]
+    value = tl.load(src_ptr + src_row[:, None] + c[None, :] * stride_i, mask=mask)
+    tl.store(out_ptr + r[:, None] * INNER + c[None, :], value, mask=row_ok[:, None] & (c < INNER)[None, :])
 
 
 @triton.jit
@@ -127,6 +149,22 @@ def three_axis_view(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, int, int, 
     return x, outer, inner, stride_o, stride_i
 
 
+def host_checks_indices(device: torch.device) -> bool:
+    """Whether indices on ``device`` are checked on the host (see the module docstring)."""
+    return device.type == "cpu" or os.environ.get("GEMS_CHECK_INDICES", "device").lower() == "host"
+
+
+def _gather_options(device_check: bool) -> dict[str, Any]:
+    """Compile options of the gather: with the device check, assertions compiled in
+    (Triton's ``debug``) but no integer-overflow instrumentation, where this Triton has
+    those options."""
+    options = GATHER.options()
+    if device_check:
+        accepted = compat.accepted_options(runtime.current().selection.execution.triton_backend)
+        options.update({k: v for k, v in (("debug", True), ("sanitize_overflow", False)) if k in accepted})
+    return options
+
+
 def check_indices(index: torch.Tensor, size: int) -> None:
     """Raise ATen's error unless every entry of ``index`` lies in [0, size)."""
     if index.numel() == 0:
@@ -152,7 +190,9 @@ def _index_select(self: torch.Tensor, dim: int, index: torch.Tensor, out: torch.
     if self.dtype not in TL_DTYPES or (out is not None and out.dtype != self.dtype):
         return NotImplemented  # ATen raises for a mismatched out dtype
     size = self.size(dim) if self.dim() else 1
-    check_indices(index, size)
+    host_check = host_checks_indices(self.device)
+    if host_check:
+        check_indices(index, size)
     shape = list(self.shape)
     if shape:
         shape[dim] = index.numel()
@@ -166,10 +206,15 @@ def _index_select(self: torch.Tensor, dim: int, index: torch.Tensor, out: torch.
         k = max(index.numel(), 1)
         reach = (outer - 1) * stride_o + (size - 1) * stride_d + (inner - 1) * stride_i
         config = GATHER.choose("index_select")
+        tile = config.params["BLOCK_SIZE"]
+        block_c = min(tile, next_power_of_2(inner))
+        block_r = max(tile // block_c, 1)
         _index_select_launch(
-            (cdiv(numel, config.params["BLOCK_SIZE"]),), src, index, result, numel, k, inner,
-            stride_o, stride_d, stride_i, index.stride(0) if index.dim() else 0,
-            config=config, options=GATHER.options(), INT64=max(reach, numel) > _INT32,
+            (cdiv(outer * k, block_r), cdiv(inner, block_c)), src, index, result, outer * k, k, size,
+            inner, stride_o, stride_d, stride_i, index.stride(0) if index.dim() else 0,
+            config=KernelConfig({}, num_warps=config.num_warps, num_stages=config.num_stages),
+            options=_gather_options(not host_check), INT64=max(reach, numel) > _INT32,
+            CHECK=not host_check, BLOCK_R=block_r, BLOCK_C=block_c,
         )
     if out is None or direct:
         return result
