@@ -13,7 +13,9 @@ cache. Eager mode, bf16 on CUDA (fp32 on the cpu backend). The decode tokens are
 advance (not sampled), so every provider sees the same inputs.
 
 Providers: ``aten`` (PyTorch, default SDPA backend), ``aten-flash`` (SDPA restricted to
-FlashAttention), ``gems`` (everything under ``gems_core.use_gems()``). Per provider: prefill
+FlashAttention), ``gems`` (the same model under ``gems_core.use_gems()``), ``gems-fused`` (under
+``use_gems()``, written with gems' fused ops: residual add + RMSNorm, rotary embedding and
+SwiGLU's activation each one kernel; the same function, fewer calls). Per provider: prefill
 ms (the prompt), decode ms per token (CUDA events, after a full warm-up generation that also
 compiles and tunes gems' kernels), the relative error (Frobenius) of the final logits
 against the ``aten`` provider's, and the share of GPU kernel time spent in Triton (gems)
@@ -39,9 +41,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import gems_core
-from gems_core.fused import apply_rotary_position_embedding_reference as apply_rope
+from gems_core import fused as gems_fused
 
-PROVIDERS = ("aten", "aten-flash", "gems")
+PROVIDERS = ("aten", "aten-flash", "gems", "gems-fused")
 
 
 def _example_module() -> Any:
@@ -84,12 +86,14 @@ class CachedAttention(nn.Module):
         self.register_buffer("v_cache", torch.zeros(cache), persistent=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                positions: torch.Tensor, start: int) -> torch.Tensor:
+                positions: torch.Tensor, start: int, fused: bool = False) -> torch.Tensor:
         batch, seq, _ = x.shape
         q = self.q_proj(x).view(batch, seq, self.heads, self.head_dim)
         k = self.k_proj(x).view(batch, seq, self.kv_heads, self.head_dim)
         v = self.v_proj(x).view(batch, seq, self.kv_heads, self.head_dim)
-        q, k = apply_rope(q, k, cos, sin, positions)
+        rope = (gems_fused.apply_rotary_position_embedding if fused
+                else gems_fused.apply_rotary_position_embedding_reference)
+        q, k = rope(q, k, cos, sin, positions)
         end = start + seq
         self.k_cache[:, :, start:end] = k.transpose(1, 2)
         self.v_cache[:, :, start:end] = v.transpose(1, 2)
@@ -129,12 +133,26 @@ class CachedLlama(nn.Module):
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
 
+        #: the gems-fused provider's form: the same function through gems' fused ops
+        self.fused = False
+
     def forward(self, tokens: torch.Tensor, start: int) -> torch.Tensor:
         positions = torch.arange(start, start + tokens.shape[1], device=tokens.device)
         x = self.embed(tokens)
-        for layer in self.layers:
-            x = layer(x, self.cos, self.sin, positions, start)
-        return self.lm_head(self.norm(x[:, -1]))
+        if not self.fused:
+            for layer in self.layers:
+                x = layer(x, self.cos, self.sin, positions, start)
+            return self.lm_head(self.norm(x[:, -1]))
+        # each residual add folded into the RMSNorm after it (skip_rms_norm), rotary
+        # embedding and SwiGLU's activation each one kernel
+        residual, eps = x, self.norm.eps
+        h = self.layers[0].input_norm(residual)
+        following = [layer.input_norm for layer in self.layers[1:]] + [self.norm]
+        for layer, next_norm in zip(self.layers, following):
+            attended = layer.attention(h, self.cos, self.sin, positions, start, fused=True)
+            h, residual = gems_fused.skip_rms_norm(attended, residual, layer.post_attention_norm.weight, eps)
+            h, residual = gems_fused.skip_rms_norm(layer.mlp(h, True), residual, next_norm.weight, eps)
+        return self.lm_head(h[:, -1])
 
 
 # -- measuring ------------------------------------------------------------------------------
@@ -168,7 +186,7 @@ def provider_context(name: str) -> Iterator[None]:
             from torch.nn.attention import SDPBackend, sdpa_kernel
 
             stack.enter_context(sdpa_kernel(SDPBackend.FLASH_ATTENTION))
-        elif name == "gems":
+        elif name in ("gems", "gems-fused"):
             stack.enter_context(gems_core.use_gems())
         elif name != "aten":
             raise ValueError(f"unknown provider {name!r} (one of {', '.join(PROVIDERS)})")
@@ -339,6 +357,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             reference = generate(model, prompt, steps, clock, [], [])
         for name in providers:
             row: dict[str, Any] = {"provider": name}
+            model.fused = name == "gems-fused"
             try:
                 with provider_context(name):
                     generate(model, prompt, steps, clock, [], [])  # warm-up: compile, tune
@@ -357,6 +376,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 results.append(row)
                 print(f"{name}: {row['error']}")
                 continue
+            finally:
+                model.fused = False
             if name == "aten":
                 reference = logits
             row.update({

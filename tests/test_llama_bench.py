@@ -22,14 +22,14 @@ def _bench():
 def test_quick_run_reports_latency_error_and_kernel_share(tmp_path: Path) -> None:
     out = tmp_path / "llama.json"
     bench = _bench()
-    assert bench.main(["--quick", "--providers", "aten,gems", "--json", str(out)]) == 0
+    assert bench.main(["--quick", "--providers", "aten,gems,gems-fused", "--json", str(out)]) == 0
     payload = json.loads(out.read_text())
     for key in ("device", "backend", "torch", "triton", "dtype", "batch", "prompt",
                 "decode_steps", "config", "results"):
         assert key in payload, key
     assert payload["config"]["layers"] == 2 and payload["config"]["kv_heads"] == 2
     rows = {row["provider"]: row for row in payload["results"]}
-    assert set(rows) == {"aten", "gems"}
+    assert set(rows) == {"aten", "gems", "gems-fused"}
     for row in rows.values():
         assert "error" not in row, row
         for key in ("prefill_ms", "decode_ms_per_token", "logits_rel_error", "gems_kernel_share"):
@@ -37,6 +37,8 @@ def test_quick_run_reports_latency_error_and_kernel_share(tmp_path: Path) -> Non
         assert row["prefill_ms"] > 0 and row["decode_ms_per_token"] > 0
     assert rows["aten"]["logits_rel_error"] == 0.0
     assert rows["gems"]["logits_rel_error"] < 1e-4
+    # the fused ops compute the same function
+    assert rows["gems-fused"]["logits_rel_error"] < 1e-4
 
 
 def test_kernels_are_classified_by_name() -> None:
