@@ -194,3 +194,21 @@ def test_generated_source_is_cached_on_disk() -> None:
     files = list((cache_dir() / "pointwise").rglob("pw_*.py"))
     assert files, "no generated kernel source under GEMS_CACHE_DIR"
     assert all("def pointwise_kernel(" in f.read_text() for f in files)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: x.clamp_min(1e-3), lambda x: x.clamp_max(-0.5), lambda x: x.clamp(-1.0, 2.0),
+    lambda x: x.clamp(float("nan"), 2.0), lambda x: torch.clamp(x, min=-0.0),
+], ids=["clamp_min", "clamp_max", "clamp", "nan-bound", "negative-zero"])
+def test_float64_clamp_with_number_bounds(call) -> None:
+    # float64 bounds travel as bit patterns; the NaN test of a bound once failed to run on
+    # the CPU interpreter
+    x = torch.randn(33, dtype=torch.float64) * 3
+    x[::7] = float("nan")
+    x[3] = -0.0
+    expected = call(x)
+    with gems_core.use_gems(include=["clamp", "clamp_min", "clamp_max"]):
+        got = call(x)
+    assert torch.equal(got.isnan(), expected.isnan())
+    assert torch.equal(torch.nan_to_num(got), torch.nan_to_num(expected))
+    assert torch.equal(torch.signbit(got), torch.signbit(expected))

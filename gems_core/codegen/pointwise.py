@@ -280,6 +280,9 @@ class PointwiseOp:
             if signature is not None and all(a is x for a, x in zip(args, operands)):
                 plan.result = (shape, tuple(o.stride() for o in outs), result, device)
                 plan.dense = plan.plain and len(outs) == 1 and dense_strides(shape, outs[0].stride())
+                plan.like = next((i for i, x in enumerate(operands) if isinstance(x, torch.Tensor)
+                                  and x.shape == shape and x.stride() == outs[0].stride()
+                                  and x.dtype == result and x.device == device), None)
                 self._plans.store(signature, plan)  # not while configs are forced
         if out is None and self.num_outputs == 1:
             return outs[0]
@@ -369,7 +372,7 @@ class _Plan:
     """Everything about a launch that a call signature (dtypes, shapes, strides, devices,
     scalar types) settles; a repeat call only allocates, encodes numbers and launches."""
 
-    __slots__ = ("dense", "extra_kinds", "kinds", "kernel", "plain", "result")
+    __slots__ = ("dense", "extra_kinds", "kinds", "kernel", "like", "plain", "result")
 
     def __init__(self, kinds: tuple[str, ...], extra_kinds: tuple[tuple[str, str], ...], kernel: Launch) -> None:
         self.kinds = kinds
@@ -378,6 +381,7 @@ class _Plan:
         self.plain = not extra_kinds and all(k == "tensor" for k in kinds)  # nothing to encode
         self.result: tuple[Any, ...] | None = None
         self.dense = False  # one output with row-major strides, tensors only (set on store)
+        self.like: int | None = None  # an operand the output can be allocated like (set on store)
 
     def launch(self, args: Sequence[Any], outs: Sequence[torch.Tensor], extras: dict[str, Any]) -> None:
         if self.plain:
@@ -391,7 +395,12 @@ class _Plan:
     def run(self, operands: Sequence[Any], extras: dict[str, Any]) -> Any:
         shape, strides, dtype, device = self.result  # type: ignore[misc]
         if self.dense:  # the common call: one dense output, tensors only
-            out = torch.empty(shape, dtype=dtype, device=device)
+            # the cheapest allocation calls on a GPU's host: empty_like, then empty_strided
+            # (torch.empty parses several signatures: 1.2-1.5 us more per call)
+            if self.like is not None:
+                out = torch.empty_like(operands[self.like])
+            else:
+                out = torch.empty_strided(shape, strides[0], dtype=dtype, device=device)
             self.kernel(*operands, out)
             return out
         outs = [torch.empty_strided(shape, s, dtype=dtype, device=device) for s in strides]

@@ -19,6 +19,7 @@ import triton.language as tl
 
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
+from ..ops.indexing import device_check_options, host_checks_indices
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -40,10 +41,12 @@ def _rotary_kernel(
     pos_stride_b,
     pos_stride_s,
     table_stride,
+    P,  # the tables' positions
     HALF: tl.constexpr,
     INTERLEAVED: tl.constexpr,
     INVERSE: tl.constexpr,
     HAS_POS: tl.constexpr,
+    CHECK: tl.constexpr,  # assert 0 <= position < P on the device
     COMPUTE: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_R: tl.constexpr,
@@ -53,12 +56,16 @@ def _rotary_kernel(
     b = token // S
     s = token % S
     heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
-    if HAS_POS:
-        p = tl.load(pos_ptr + b * pos_stride_b + s * pos_stride_s).to(tl.int64)
-    else:
-        p = s
     j = tl.arange(0, BLOCK_R)
     j_mask = j < HALF
+    if HAS_POS:
+        p = tl.load(pos_ptr + b * pos_stride_b + s * pos_stride_s).to(tl.int64)
+        if CHECK:
+            tl.device_assert((p >= 0) & (p < P), "rotary embedding: a position id is outside the tables")
+        row = p + tl.zeros_like(j).to(tl.int64)
+        j_mask = j_mask & (row >= 0) & (row < P)  # a bad position is never read through
+    else:
+        p = s
     cos = tl.load(cos_ptr + p * table_stride + j, mask=j_mask, other=1.0).to(COMPUTE)
     sin = tl.load(sin_ptr + p * table_stride + j, mask=j_mask, other=0.0).to(COMPUTE)
     if INVERSE:
@@ -101,8 +108,11 @@ def _check(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, position_ids: 
         raise ValueError(f"rotary embedding: rotary dims {2 * cos.shape[1]} exceed head_dim {x.shape[-1]}")
     if position_ids is None and x.shape[-3] > cos.shape[0]:
         raise ValueError(f"rotary embedding: {x.shape[-3]} positions but tables of {cos.shape[0]}")
-    if position_ids is not None and position_ids.numel() and int(position_ids.max()) >= cos.shape[0]:
-        raise IndexError(f"rotary embedding: a position id exceeds the tables' {cos.shape[0]} positions")
+    if position_ids is not None and position_ids.numel() and host_checks_indices(position_ids.device):
+        # on an accelerator the kernel checks instead (a host read-back would stall the stream)
+        low, high = (int(v) for v in torch.aminmax(position_ids))
+        if low < 0 or high >= cos.shape[0]:
+            raise IndexError(f"rotary embedding: a position id is outside the tables' {cos.shape[0]} positions")
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, position_ids: torch.Tensor | None,
@@ -118,6 +128,7 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, position_ids:
     if sin.stride() != cos.stride():
         cos = cos.contiguous()
     pos = position_ids
+    device_check = pos is not None and not host_checks_indices(pos.device)
     if pos is not None:
         pos = pos.expand(batch, seq) if pos.dim() < 2 or pos.shape[0] == 1 else pos
     half = cos.shape[1]
@@ -126,8 +137,9 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, position_ids:
     _rotary(
         (batch * seq, cdiv(heads, block_h)),
         x4, out, cos, sin, x4 if pos is None else pos, seq, heads, dim, *x4.stride(),
-        *(pos.stride() if pos is not None else (0, 0)), cos.stride(0),
-        HALF=half, INTERLEAVED=interleaved, INVERSE=inverse, HAS_POS=pos is not None,
+        *(pos.stride() if pos is not None else (0, 0)), cos.stride(0), cos.shape[0],
+        options=device_check_options({}) if device_check else None,
+        HALF=half, INTERLEAVED=interleaved, INVERSE=inverse, HAS_POS=pos is not None, CHECK=device_check,
         COMPUTE=tl.float64 if x.dtype == torch.float64 else tl.float32,
         BLOCK_H=block_h, BLOCK_R=next_power_of_2(max(half, 1)),
         BLOCK_T=next_power_of_2(tail) if tail else 0,

@@ -25,22 +25,24 @@ from .compare import is_nan
 @triton.jit
 def _clamp(x, lo, hi):
     # min(max(x, lo), hi) with NaN from any operand
-    r = tl.where((x < lo) | is_nan(lo), lo, x)
-    return tl.where((r > hi) | is_nan(hi), hi, r)
+    # (the NaN tests see the bounds broadcast to x's shape: the CPU interpreter cannot mix a
+    # float64 scalar's test with a tensor's)
+    r = tl.where((x < lo) | is_nan(lo + tl.zeros_like(x)), lo, x)
+    return tl.where((r > hi) | is_nan(hi + tl.zeros_like(r)), hi, r)
 
 
 @pointwise(kind="DEFAULT")
 @triton.jit
 def _clamp_min(x, lo):
-    # max(x, lo) with NaN from either operand
-    return tl.where((x < lo) | is_nan(lo), lo, x)
+    # max(x, lo) with NaN from either operand (lo broadcast for the NaN test, as in _clamp)
+    return tl.where((x < lo) | is_nan(lo + tl.zeros_like(x)), lo, x)
 
 
 @pointwise(kind="DEFAULT")
 @triton.jit
 def _clamp_max(x, hi):
-    # min(x, hi) with NaN from either operand
-    return tl.where((x > hi) | is_nan(hi), hi, x)
+    # min(x, hi) with NaN from either operand (hi broadcast for the NaN test, as in _clamp)
+    return tl.where((x > hi) | is_nan(hi + tl.zeros_like(x)), hi, x)
 
 
 def _fits(value: Any, dtype: torch.dtype) -> bool:

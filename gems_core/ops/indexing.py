@@ -154,15 +154,18 @@ def host_checks_indices(device: torch.device) -> bool:
     return device.type == "cpu" or os.environ.get("GEMS_CHECK_INDICES", "device").lower() == "host"
 
 
-def _gather_options(device_check: bool) -> dict[str, Any]:
-    """Compile options of the gather: with the device check, assertions compiled in
-    (Triton's ``debug``) but no integer-overflow instrumentation, where this Triton has
-    those options."""
-    options = GATHER.options()
-    if device_check:
-        accepted = compat.accepted_options(runtime.current().selection.execution.triton_backend)
-        options.update({k: v for k, v in (("debug", True), ("sanitize_overflow", False)) if k in accepted})
+def device_check_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with device assertions compiled in (Triton's ``debug``) but no
+    integer-overflow instrumentation, where this Triton has those options: for kernels that
+    check their indices on the device."""
+    accepted = compat.accepted_options(runtime.current().selection.execution.triton_backend)
+    options.update({k: v for k, v in (("debug", True), ("sanitize_overflow", False)) if k in accepted})
     return options
+
+
+def _gather_options(device_check: bool) -> dict[str, Any]:
+    options = GATHER.options()
+    return device_check_options(options) if device_check else options
 
 
 def check_indices(index: torch.Tensor, size: int) -> None:

@@ -28,7 +28,7 @@ from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
-from ..plan_cache import Launch, PlanCache, dense_strides
+from ..plan_cache import Launch, PlanCache
 from ..registry import aten_op
 from ..tuning import Tunable
 
@@ -343,24 +343,22 @@ def out_shape(x: torch.Tensor, dims: tuple[int, ...], keepdim: bool) -> list[int
 class _ReducePlan:
     """A reduction without ``out=`` for one call signature: allocate, then launch."""
 
-    __slots__ = ("dense", "device", "direct", "dtype", "rows", "shape", "strides")
+    __slots__ = ("device", "direct", "dtype", "rows", "shape", "strides")
 
     def __init__(self, target: torch.Tensor, rows: RowReduction | None) -> None:
         self.shape = tuple(target.shape)
         self.strides = target.stride()
         self.dtype = target.dtype
         self.device = target.device
-        self.dense = dense_strides(self.shape, self.strides)
         self.rows = rows  # None: the output is empty
         # the common case, one pass over the input in place: launched without rows.run
         simple = rows is not None and rows.permutation is None and rows.second is None
         self.direct = rows.first if simple else None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.dense:
-            target = torch.empty(self.shape, dtype=self.dtype, device=self.device)
-        else:
-            target = torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device)
+        # empty_strided: one argument signature to parse, where torch.empty has several
+        # (1.2 us less per call on an H200's host)
+        target = torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device)
         if self.direct is not None:
             self.direct(x, target)
         elif self.rows is not None:
