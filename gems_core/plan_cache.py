@@ -148,7 +148,7 @@ class Launch:
             addresses = [t.data_ptr() for t in leading]
         except AttributeError:  # not all tensors: the general path
             return False
-        go = self.fast.get((tuple([a & 15 == 0 for a in addresses]), tuple(map(_arg_key, trailing))))
+        go = self.fast.get((tuple([a & 15 == 0 for a in addresses]), tuple(map(_arg_key, trailing)) if trailing else ()))
         if go is None:
             return False
         grid = self.grid

@@ -243,7 +243,7 @@ class PointwiseOp:
                     (x.dtype, x.shape, x.stride(), x.device) if isinstance(x, torch.Tensor) else type(x)
                     for x in operands
                 ]),
-                tuple([type(v) for v in extras.values()]),
+                tuple([type(v) for v in extras.values()]) if extras else (),
             )
             plan = self._plans.get(signature)
             if plan is not None:
