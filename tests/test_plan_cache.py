@@ -323,3 +323,31 @@ def test_options_are_cached_per_runtime_and_returned_fresh() -> None:
     first["mutated"] = True
     assert "mutated" not in POINTWISE.options()
     assert POINTWISE.options() == dict(runtime.current().policy.options_for("pointwise"))
+
+
+def test_out_and_inplace_calls_repeat_through_plans() -> None:
+    from gems_core.ops import arithmetic
+
+    stores = Stores(arithmetic._add._plans)
+    pairs = [(rand(5, 8), rand(8)) for _ in range(3)]
+    with gems_core.use_gems():
+        outs = []
+        for a, b in pairs:  # out=: the first call stores, the others hit
+            out = torch.empty(5, 8)
+            assert torch.add(a, b, out=out) is out
+            outs.append(out)
+        assert stores.count == 1
+        targets = [a.clone() for a, _ in pairs]
+        for target, (_, b) in zip(targets, pairs):  # in place, broadcasting b: the same launch
+            assert target.add_(b) is target
+        assert stores.count == 1
+        wrong = torch.empty(5, 8, dtype=torch.int32)  # a new signature: checked again
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            torch.add(pairs[0][0], pairs[0][1], out=wrong)
+        resized = torch.empty(0)  # resized on its first call: not stored then
+        torch.add(pairs[0][0], pairs[0][1], out=resized)
+        assert stores.count == 1
+    for (a, b), out, target in zip(pairs, outs, targets):
+        close(out, a + b)
+        close(target, a + b)
+    close(resized, pairs[0][0] + pairs[0][1])

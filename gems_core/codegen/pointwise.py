@@ -248,6 +248,14 @@ class PointwiseOp:
             plan = self._plans.get(signature)
             if plan is not None:
                 return plan.run(operands, extras)
+        elif isinstance(out, torch.Tensor) and self.num_outputs == 1:
+            # out= and in-place calls repeat too (an optimizer step, x.relu_()): the same
+            # signature with the output's layout settles everything but the addresses
+            signature = self._out_signature(operands, extras, out, dtype, compute_dtype)
+            plan = self._plans.get(signature)
+            if plan is not None:
+                plan.launch(operands, (out,), extras)
+                return out
         else:
             signature = None
         if len(operands) != self.num_inputs:
@@ -278,19 +286,42 @@ class PointwiseOp:
             plan = self._plan(args, outs, shape, compute, extras)
             plan.launch(args, outs, extras)
             if signature is not None and all(a is x for a, x in zip(args, operands)):
-                plan.result = (shape, tuple(o.stride() for o in outs), result, device)
-                plan.dense = plan.plain and len(outs) == 1 and dense_strides(shape, outs[0].stride())
-                plan.like = next((i for i, x in enumerate(operands) if isinstance(x, torch.Tensor)
-                                  and x.shape == shape and x.stride() == outs[0].stride()
-                                  and x.dtype == result and x.device == device), None)
-                self._plans.store(signature, plan)  # not while configs are forced
+                if out is None:
+                    plan.result = (shape, tuple(o.stride() for o in outs), result, device)
+                    plan.dense = plan.plain and len(outs) == 1 and dense_strides(shape, outs[0].stride())
+                    plan.like = next((i for i, x in enumerate(operands) if isinstance(x, torch.Tensor)
+                                      and x.shape == shape and x.stride() == outs[0].stride()
+                                      and x.dtype == result and x.device == device), None)
+                    self._plans.store(signature, plan)  # not while configs are forced
+                elif tuple(signature[2][1]) == shape:  # out= was not resized: repeatable
+                    self._plans.store(signature, plan)
         if out is None and self.num_outputs == 1:
             return outs[0]
         return outs[0] if self.num_outputs == 1 else tuple(outs)
 
+    @staticmethod
+    def _out_signature(operands: Sequence[Any], extras: dict[str, Any], out: torch.Tensor,
+                       dtype: torch.dtype | None, compute_dtype: torch.dtype | None) -> tuple[Any, ...]:
+        """The plan key of a call with one ``out`` tensor: what the no-out key holds, the
+        output's layout, and the dtypes asked for."""
+        return (
+            tuple([
+                (x.dtype, x.shape, x.stride(), x.device) if isinstance(x, torch.Tensor) else type(x)
+                for x in operands
+            ]),
+            tuple([type(v) for v in extras.values()]) if extras else (),
+            (out.dtype, out.shape, out.stride(), out.device),
+            dtype,
+            compute_dtype,
+        )
+
     def inplace(self, target: torch.Tensor, *operands: Any, **extras: Any) -> torch.Tensor:
         """``target op= ...``: ATen's in-place rules (no broadcasting of ``target``, the
         result dtype must cast to ``target``'s)."""
+        plan = self._plans.get(self._out_signature((target, *operands), extras, target, None, None))
+        if plan is not None:  # a repeat: its first call passed the checks below
+            plan.launch((target, *operands), (target,), extras)
+            return target
         shape = broadcast_shapes(
             [tuple(x.shape) for x in (target, *operands) if isinstance(x, torch.Tensor)]
         )
