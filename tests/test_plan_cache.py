@@ -351,3 +351,20 @@ def test_out_and_inplace_calls_repeat_through_plans() -> None:
         close(out, a + b)
         close(target, a + b)
     close(resized, pairs[0][0] + pairs[0][1])
+
+
+def test_reduction_out_calls_repeat_through_plans() -> None:
+    stores = Stores(reduction._plans)
+    inputs = [rand(6, 40) for _ in range(3)]
+    with gems_core.use_gems():
+        outs = []
+        for x in inputs:
+            out = torch.empty(6)
+            assert torch.sum(x, -1, out=out) is out
+            outs.append(out)
+        assert stores.count == 1
+        means = [torch.mean(x, 0, keepdim=True, out=torch.empty(1, 40)) for x in inputs]
+        assert stores.count == 2
+    for x, out, m in zip(inputs, outs, means):
+        close(out, x.sum(-1))
+        close(m, x.mean(0, keepdim=True))
