@@ -54,6 +54,7 @@ GRAD_CASES: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = {
     "bool mask": ((1, 2, 2, 9, 33, 16), {"attn_mask": torch.rand(9, 33) > 0.4}),
     "float mask": ((2, 2, 2, 9, 33, 16), {"attn_mask": torch.randn(2, 1, 9, 33)}),
     "decode": ((1, 4, 1, 1, 150, 32), {"enable_gqa": True}),
+    "few queries masked": ((1, 4, 2, 3, 40, 16), {"enable_gqa": True, "attn_mask": torch.rand(3, 40) > 0.3}),
 }
 
 
@@ -88,19 +89,162 @@ def test_gems_kernels_run_forward_and_backward(monkeypatch: pytest.MonkeyPatch) 
     assert q.grad is not None and k.grad is not None and v.grad is not None
 
 
+def _forcing(**configs: KernelConfig) -> Any:
+    """Force the configs of the named tunables (others keep their first config)."""
+    return tuning.forcing(lambda t: configs.get(t.name, t.configs()[0]))
+
+
+def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+    """ATen in float64 (an additive mask too). ATen's float64 path scales q and k by
+    sqrt(scale) each, NaN for a negative scale: that case is written out."""
+    q, k, v = q.double(), k.double(), v.double()
+    kwargs = {k_: v_.double() if isinstance(v_, torch.Tensor) and v_.is_floating_point() else v_
+              for k_, v_ in kwargs.items()}
+    scale = kwargs.get("scale")
+    if scale is None or scale >= 0:
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+    assert set(kwargs) <= {"scale", "is_causal"}
+    scores = scale * q @ k.transpose(-2, -1)
+    if kwargs.get("is_causal"):
+        scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf"))
+    return scores.softmax(-1) @ v
+
+
+#: (atol, rtol) of a float32 output against float64
+OUT_TOLERANCE = (2e-6, 2e-5)
+SMALL_DECODE_BLOCKS = KernelConfig({"BLOCK_N": 16})
+
+
 def test_decode_splits_the_keys_and_combines(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One query over 70 keys, 16 at a time: split over 3 programs (two key blocks each,
-    the last one short), then combined by log-sum-exp."""
+    """One query per head over 70 keys, 16 at a time, 4 programs (batch x key/value head)
+    on the interpreter's 8 compute units: 4 splits would make two waves, but 5 key blocks
+    allow 2 splits of at least two blocks (3 blocks, then 2 with the last one short); then
+    one combining program per query row."""
     decode = _spy(monkeypatch, "attention", "_decode")
+    combine = _spy(monkeypatch, "attention", "_combine")
     forward = _spy(monkeypatch, "attention", "_forward")
-    split = KernelConfig({"BLOCK_N": 16, "SPLITS": 3})
     q, k, v = _inputs(2, 2, 2, 1, 70, 16)
     mask = torch.rand(2, 1, 1, 70) > 0.3
-    with tuning.forcing(lambda t: split if t.name == "attention_decode" else t.defaults[0]):
-        with gems_core.use_gems(include=OPS):
-            got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    assert decode == [(4, 3)] and not forward
+    with _forcing(attention_decode=SMALL_DECODE_BLOCKS), gems_core.use_gems(include=OPS):
+        got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert decode == [(4, 2)] and combine == [(4,)] and not forward
     torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+
+
+def test_decode_with_one_split_writes_the_output_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    decode = _spy(monkeypatch, "attention", "_decode")
+    combine = _spy(monkeypatch, "attention", "_combine")
+    q, k, v = _inputs(1, 4, 1, 1, 27, 16)  # 2 key blocks: one split
+    with _forcing(attention_decode=SMALL_DECODE_BLOCKS), gems_core.use_gems(include=OPS):
+        got = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    assert decode == [(1, 1)] and not combine
+    torch.testing.assert_close(got.double(), _reference(q, k, v, enable_gqa=True), atol=OUT_TOLERANCE[0],
+                               rtol=OUT_TOLERANCE[1])
+
+
+def _decode_mask(kind: str, b: int, h: int, lq: int, s: int) -> torch.Tensor | None:
+    g = torch.Generator().manual_seed(7)
+    if kind == "bool":  # per batch, broadcast over heads; query 0's keys all masked but one
+        mask = torch.rand(b, 1, lq, s, generator=g) > 0.3
+        mask[:, :, 0] = False
+        mask[:, :, 0, s - 1] = True
+        return mask
+    if kind == "float":  # per head and query, broadcast over the batch
+        return torch.randn(h, lq, s, generator=g) * 2
+    return None
+
+
+#: (B, H, HKV, L, S): groups of 1, 4 and 8 query heads per key/value head, key lengths that
+#: are not multiples of 16 (the forced BLOCK_N), a few queries per head, and a group of 72
+#: rows that takes two programs of 64 rows
+DECODE_SHAPES = {
+    "group 1": (2, 2, 2, 1, 75),
+    "group 4": (1, 8, 2, 1, 93),
+    "group 8": (1, 8, 1, 1, 61),
+    "group 4, 3 queries": (1, 8, 2, 3, 50),
+    "group 8, 9 queries": (1, 8, 1, 9, 37),
+}
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "float"])
+@pytest.mark.parametrize("name", sorted(DECODE_SHAPES))
+def test_decode_matches_float64_aten(name: str, mask_kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    decode = _spy(monkeypatch, "attention", "_decode")
+    b, h, hkv, lq, s = DECODE_SHAPES[name]
+    q, k, v = _inputs(b, h, hkv, lq, s, 16, ev=24, seed=s)
+    kwargs: dict[str, Any] = {"enable_gqa": h != hkv}
+    mask = _decode_mask(mask_kind, b, h, lq, s)
+    if mask is not None:
+        kwargs["attn_mask"] = mask
+    with _forcing(attention_decode=SMALL_DECODE_BLOCKS), gems_core.use_gems(include=OPS):
+        got = F.scaled_dot_product_attention(q, k, v, **kwargs)
+    rows = h // hkv * lq
+    assert decode and decode[0][0] == b * hkv * (1 if rows <= 64 else 2)
+    atol, rtol = OUT_TOLERANCE
+    torch.testing.assert_close(got.double(), _reference(q, k, v, **kwargs), atol=atol, rtol=rtol)
+    if mask_kind == "bool":  # a query that attends one key gets that key's value
+        torch.testing.assert_close(got[:, :, 0], v[:, :, s - 1].repeat_interleave(h // hkv, dim=1))
+
+
+def test_decode_row_that_attends_nothing_gives_zeros() -> None:
+    """Every split of batch 0 attends nothing (the combine sees only -inf), batch 1 a
+    single key in the last split."""
+    q, k, v = _inputs(2, 4, 2, 1, 70, 16)
+    mask = torch.zeros(2, 1, 1, 70, dtype=torch.bool)
+    mask[1, ..., 66] = True
+    with _forcing(attention_decode=SMALL_DECODE_BLOCKS), gems_core.use_gems(include=OPS):
+        got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    assert not got[0].any()
+    torch.testing.assert_close(got[1], v[1, :, 66:67].repeat_interleave(2, dim=0))
+    torch.testing.assert_close(got.double(), _reference(q, k, v, attn_mask=mask, enable_gqa=True))
+
+
+def test_decode_splits_fill_the_chip() -> None:
+    """Decode split counts on an H100 (132 SMs) for the batch-8, 8-key/value-head benchmark
+    (64 programs per split): two waves is 4.1 splits, and 4 leaves the last wave fuller
+    than 5. Large batches need no split, few programs get many, short key ranges few."""
+    from gems_core.ops.attention import decode_splits
+
+    assert decode_splits(64, 512, 64, 132) == (4, 128)
+    assert decode_splits(64, 8192, 64, 132) == (4, 2048)
+    assert decode_splits(64, 8192 + 17, 128, 132) == (4, 2176)
+    assert decode_splits(256, 8192, 64, 132) == (1, 8192)
+    assert decode_splits(8, 8192, 64, 132) == (32, 256)  # 33 asked for, whole blocks give 32
+    assert decode_splits(8, 200, 64, 132) == (2, 128)  # at least two blocks per split
+    assert decode_splits(1, 100, 64, 132) == (1, 128)
+    for programs in (1, 3, 8, 64, 100, 500):
+        for keys in (1, 63, 64, 65, 1000, 4097, 100_000):
+            splits, per = decode_splits(programs, keys, 64, 132)
+            assert per % 64 == 0 and (splits - 1) * per < keys <= splits * per  # none empty
+
+
+#: prefill with 16-row, 16- or 32-key blocks, so that tiny shapes have several query blocks,
+#: whole key blocks (the unmasked step) and a causal diagonal: (B, H, HKV, L, S), keywords
+PREFILL_CASES: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = {
+    "plain L>S": ((1, 2, 2, 45, 37), {}),
+    "causal L<S": ((1, 2, 2, 29, 70), {"is_causal": True}),
+    "causal L>S": ((1, 2, 2, 53, 35), {"is_causal": True}),
+    # 10 heads of 3 query blocks on 8 compute units: causal sections of 6 heads, then 4
+    "gqa causal sections": ((2, 5, 1, 45, 45), {"is_causal": True, "enable_gqa": True}),
+    "bool mask": ((1, 2, 2, 33, 50), {"attn_mask": torch.rand(33, 50, generator=torch.Generator().manual_seed(3)) > 0.5}),
+    "float mask": ((2, 2, 2, 20, 41), {"attn_mask": torch.randn(2, 1, 20, 41, generator=torch.Generator().manual_seed(4))}),
+    "negative scale": ((1, 2, 2, 24, 40), {"scale": -0.7, "is_causal": True}),
+}
+
+
+@pytest.mark.parametrize("block_n", [16, 32])
+@pytest.mark.parametrize("name", sorted(PREFILL_CASES))
+def test_prefill_blocks_match_float64_aten(name: str, block_n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    forward = _spy(monkeypatch, "attention", "_forward")
+    shape, kwargs = PREFILL_CASES[name]
+    q, k, v = _inputs(*shape, 16, seed=shape[3])
+    small = KernelConfig({"BLOCK_M": 16, "BLOCK_N": block_n})
+    with _forcing(attention=small), gems_core.use_gems(include=OPS):
+        got = F.scaled_dot_product_attention(q, k, v, **kwargs)
+    b, h, _, lq, _ = shape
+    assert forward == [(b * h * -(-lq // 16),)]
+    atol, rtol = OUT_TOLERANCE
+    torch.testing.assert_close(got.double(), _reference(q, k, v, **kwargs), atol=atol, rtol=rtol)
 
 
 def test_causal_single_query_attends_the_first_key() -> None:

@@ -209,8 +209,9 @@ def _attention_dq_kernel(
              dq.to(dq_ptr.dtype.element_ty), mask=q_mask)
 
 
-_dkdv = LaunchCache(_attention_dkdv_kernel, name="attention_dkdv")
-_dq = LaunchCache(_attention_dq_kernel, name="attention_dq")
+# both named for their tunable ("attention_backward"): the compile check reports configs by it
+_dkdv = LaunchCache(_attention_dkdv_kernel, name="attention_backward")
+_dq = LaunchCache(_attention_dq_kernel, name="attention_backward")
 
 
 def launch_backward(

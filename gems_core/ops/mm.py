@@ -1,6 +1,6 @@
 """Matrix products: mm and addmm (with beta/alpha), with their out= overloads.
 
-Three kernels, picked by shape (:func:`variant`):
+Four kernels, picked by shape (:func:`variant`):
 
 - ``gemv`` (M == 1, or N == 1 as the transposed product): a matrix-vector product that
   streams the large operand once (gemm_decode.py; mv uses it too).
@@ -8,6 +8,13 @@ Three kernels, picked by shape (:func:`variant`):
   and K), split over K when the result's tiles alone do not fill the chip, with a
   deterministic reduction of the fp32 partials (gemm_decode.py). Decode steps of a model
   (M = batch) and short prompts land here.
+- ``tma`` (M > 64, fp16/bf16, M * N * K >= 2^32, on NVIDIA compute capability >= 9.0 with
+  a Triton that has tensor descriptors): a persistent kernel, one program per SM walking
+  the result tiles, that reads row- or column-major operands (16-byte aligned rows) through
+  TMA descriptors (gemm_tma.py). ``GEMS_MM_TMA=0`` turns it off, ``force`` lifts the size
+  bound. Its launches go through Triton's own launcher and are not replayed by the plans
+  below; a compile failure on the chip turns it off for the process (warning) and the
+  product takes ``general``.
 - ``general``: the portable tiled kernel below. Each program computes a BLOCK_M x BLOCK_N
   tile of the result, walking K in BLOCK_K steps with ``tl.dot`` into an fp32 accumulator
   (fp64 for fp64 inputs, which always take this kernel unless they are a GEMV). Programs
@@ -15,9 +22,10 @@ Three kernels, picked by shape (:func:`variant`):
   tiles in cache.
 
 Every kernel takes any M, N, K (masked edges) and any strides (a transposed operand is read
-in place, never copied), accumulates in fp32 (fp64) and fuses alpha, beta and the
+in place, never copied; ``tma`` takes only the layouts a descriptor describes, the others
+all the rest), accumulates in fp32 (fp64) and fuses alpha, beta and the
 broadcast bias of addmm into its epilogue. Each has its own tunable: "mm", "mm_decode",
-"gemv".
+"gemv", "mm_tma".
 
 Cases ATen must judge (integer or mixed dtypes, shapes that do not multiply, non-matrices)
 are handed to ATen, so its errors are its own.
@@ -33,9 +41,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import plan_cache
+from .. import plan_cache, runtime
 from ..contract import KernelConfig
-from ..launch_cache import LaunchCache
+from ..launch_cache import KernelCompileError, LaunchCache
 from ..plan_cache import PlanCache
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -51,6 +59,7 @@ from .gemm_common import (  # noqa: F401 - re-exported for blas.py and attention
     store_epilogue,
 )
 from .gemm_decode import launch_decode, launch_gemv
+from .gemm_tma import launch_tma, tma_applies, turn_off_tma
 
 MM = Tunable(
     "mm",
@@ -226,13 +235,24 @@ def _mm_kernel(
 _launch_mm = LaunchCache(_mm_kernel, name="mm")
 
 
-def variant(M: int, N: int, K: int, dtype: torch.dtype) -> str:
+def variant(
+    M: int,
+    N: int,
+    K: int,
+    dtype: torch.dtype,
+    a: torch.Tensor | None = None,
+    b: torch.Tensor | None = None,
+) -> str:
     """Which kernel computes an (M, K) @ (K, N) product: "gemv" for one row or column,
-    "decode" for few rows of 16-bit or fp32 operands, else "general"."""
+    "decode" for few rows of 16-bit or fp32 operands, "tma" for large 16-bit products on a
+    chip with tensor descriptors (operands ``a`` and ``b``, when given, must suit them:
+    gemm_tma.py), else "general"."""
     if M == 1 or N == 1:
         return "gemv"
     if M <= DECODE_MAX_M and dtype != torch.float64:
         return "decode"
+    if tma_applies(M, N, K, dtype, a, b):
+        return "tma"
     return "general"
 
 
@@ -243,13 +263,21 @@ def _launch(
     bias: torch.Tensor | None,
     alpha: Any,
     beta: Any,
-) -> None:
+) -> bool:
     """out = alpha * (a @ b) + beta * bias (bias already expanded to out's shape), by the
-    kernel :func:`variant` picks."""
+    kernel :func:`variant` picks. False when the launches bypassed the launch caches (the
+    TMA variant), so a recording of them cannot replay the call."""
     (M, K), N = a.shape, b.shape[1]
     if M == 0 or N == 0:
-        return
-    kind = variant(M, N, K, a.dtype)
+        return True
+    kind = variant(M, N, K, a.dtype, a, b)
+    if kind == "tma":
+        try:
+            launch_tma(a, b, out, bias, alpha, beta)
+            return False
+        except KernelCompileError as exc:
+            _tma_failed(exc)
+            kind = "general"
     if kind == "general":
         launch_general(a, b, out, bias, alpha, beta)
     elif kind == "decode":
@@ -265,6 +293,21 @@ def _launch(
         launch_gemv(
             b, b.stride(0), a, a.stride(1), a.stride(0), out, out.stride(0),
             bias, 0 if bias is None else bias.stride(0), K, M, alpha, beta,
+        )
+    return True
+
+
+def _tma_failed(exc: KernelCompileError) -> None:
+    """The TMA kernel did not compile: this product (and, on a chip, every later one) takes
+    the tiled kernel. In compile-only execution the failure is the compile tier's record
+    and each later product tries again (other configs may compile)."""
+    if not runtime.current().compile_only:
+        turn_off_tma(str(exc))
+        warnings.warn(
+            f"gems: the TMA variant of mm failed to compile and is turned off for this "
+            f"process; mm/addmm use the tiled kernel: {exc}",
+            RuntimeWarning,
+            stacklevel=3,
         )
 
 
@@ -373,16 +416,19 @@ _plans = PlanCache("mm")
 _FIRST = object()
 
 
-def _planned(key: Any, out: torch.Tensor, slots: tuple[torch.Tensor, ...], launch: Callable[[], None]) -> None:
-    """Run ``launch`` (which computes ``out`` from ``slots``), keeping a replay of it for
-    ``key`` when this is the signature's second call."""
+def _planned(key: Any, out: torch.Tensor, slots: tuple[torch.Tensor, ...], launch: Callable[[], bool]) -> None:
+    """Run ``launch`` (which computes ``out`` from ``slots`` and says whether its launches
+    can be replayed), keeping a replay of it for ``key`` when this is the signature's second
+    call."""
     seen = _plans.get(key)
     if seen is None:
         launch()
         _plans.store(key, _FIRST)
         return
     with plan_cache.record() as calls:
-        launch()
+        replayable = launch()
+    if not replayable:
+        return  # the signature keeps the full path
     replay = plan_cache.Replay.build(calls, slots)
     if replay is not None:
         _plans.store(key, (replay, tuple(out.shape), out.dtype, out.device))
@@ -455,8 +501,8 @@ def _addmm(
     # beta == 0 ignores the input entirely (NaN and inf in it do not propagate), as in ATen
     used_bias = None if beta == 0 else bias
 
-    def launch() -> None:
-        _launch(mat1, mat2, out, used_bias, alpha, beta)
+    def launch() -> bool:
+        return _launch(mat1, mat2, out, used_bias, alpha, beta)
 
     if key is None:
         launch()

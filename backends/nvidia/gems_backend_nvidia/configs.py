@@ -36,6 +36,10 @@ def _row(bn: int, warps: int) -> KernelConfig:
     return KernelConfig({"BLOCK_N": bn}, num_warps=warps, num_stages=1)
 
 
+def _keys(bn: int, warps: int, stages: int) -> KernelConfig:
+    return KernelConfig({"BLOCK_N": bn}, num_warps=warps, num_stages=stages)
+
+
 # Memory-bound kernels: wide blocks, few stages; identical across generations but for block
 # width (Hopper's bandwidth wants more bytes in flight per SM).
 _AMPERE_MEMORY_BOUND: dict[str, list[KernelConfig]] = {
@@ -99,6 +103,35 @@ _HOPPER_DECODE: dict[str, list[KernelConfig]] = {
     ],
 }
 
+# Attention. Shared memory is the Q tile plus num_stages buffers of a K and a V tile (the
+# sizes below: head dim 128, 16-bit, no mask; the compile check measures the same); the
+# attention op tries only the configs that fit the chip for the call's dtype, head dims and
+# mask (fp32, head dim 256 and masks need more). Prefill: 128 query rows over two warp
+# groups, keys 64 or 128 at a time in 2-4 stages; 64-row tiles for short sequences and as
+# the fallback. Decode is memory-bound: the Q tile of a GQA group is small (16 rows), the
+# K/V block and pipeline depth are what is tuned.
+_HOPPER_ATTENTION: dict[str, list[KernelConfig]] = {
+    "attention": [
+        _tile(128, 64, 8, 3),  # 32 + 3 x 32 = 128 KB
+        _tile(128, 128, 8, 3),  # 32 + 3 x 64 = 224 KB
+        _tile(128, 64, 8, 4),  # 160 KB
+        _tile(128, 128, 8, 2),  # 160 KB
+        _tile(64, 64, 4, 3),  # 112 KB: short sequences (more programs)
+        _tile(64, 32, 4, 2),  # 48 KB: fp32 (96 KB) and head dim 256
+    ],
+    "attention_decode": [
+        _keys(64, 4, 3),  # 3 x 32 + 4 = 100 KB
+        _keys(64, 4, 2),  # 68 KB
+        _keys(64, 4, 4),  # 132 KB
+        _keys(64, 8, 3),
+        _keys(64, 8, 4),
+        _keys(128, 4, 2),  # 132 KB
+        _keys(128, 4, 3),  # 196 KB
+        _keys(128, 8, 2),
+        _keys(128, 8, 3),
+    ],
+}
+
 CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
     # Ampere: cp.async pipelining, 128x128x32 the workhorse; 163 KB shared memory.
     "sm_80": {
@@ -136,6 +169,26 @@ CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
             _mm(64, 64, 64, 4, 3),  # 48 KB: small or skinny problems
         ],
         **_HOPPER_DECODE,
+        **_HOPPER_ATTENTION,
+        # topk of rows longer than 8192 (LLM sampling over a vocabulary), stage 1: one program
+        # selects the best k of CHUNK entries, one count over the chunk per bisection step;
+        # 16 entries a thread (~80 registers) or 32 (~170: fewer programs resident)
+        "topk_chunk": [
+            KernelConfig({"CHUNK": 4096}, num_warps=8, num_stages=1),
+            KernelConfig({"CHUNK": 2048}, num_warps=4, num_stages=1),
+            KernelConfig({"CHUNK": 4096}, num_warps=4, num_stages=1),
+            KernelConfig({"CHUNK": 8192}, num_warps=8, num_stages=1),
+        ],
+        # the persistent TMA kernel (large fp16/bf16 products): 8 warps (two warp groups)
+        # over large tiles; shared memory is the pipeline's stages plus the C tile staged
+        # for its bulk store (16-bit)
+        "mm_tma": [
+            _mm(128, 256, 64, 8, 3),  # 144 + 64 KB
+            _mm(128, 128, 64, 8, 4),  # 128 + 32 KB
+            _mm(256, 128, 64, 8, 3),  # 144 + 64 KB
+            _mm(128, 128, 128, 8, 3),  # 192 + 32 KB
+            _mm(128, 128, 64, 8, 3),  # 96 + 32 KB
+        ],
     },
 }
 

@@ -2,8 +2,12 @@
 
 Shapes (M, K, N) mix sizes below one tile with 2^k + 17 sizes that span several tiles and
 several program groups; each operand is taken contiguous, transposed, sliced with a step
-and expanded (stride 0). K == 0 must give zeros (addmm: beta * input), M == 0 an empty
-result. Tolerances scale with K, the length of each dot product.
+and expanded (stride 0). Shapes whose 16-bit rows and columns are 16-byte multiples (M > 64;
+M, K and N multiples of 8), with row- and column-major operands, reach the TMA variant of
+NVIDIA Hopper and later (compile-only execution and GEMS_MM_TMA=force take it at any size,
+the chip by default only past its size bound: the full profile's shape). K == 0 must give
+zeros (addmm: beta * input), M == 0 an empty result. Tolerances scale with K, the length of
+each dot product.
 """
 
 from __future__ import annotations
@@ -24,6 +28,14 @@ SHAPES = {
     "quick": [(5, 7, 3), (145, 33, 81)],
     "full": [(64, 128, 96), (1024 + 17, 257, 512 + 17), (33, 4096 + 17, 65)],
     "large": [(4096 + 17, 4096 + 17, 4096 + 17)],
+}
+#: (M, K, N) per profile whose 16-bit rows and columns are 16-byte multiples, for 16-bit
+#: dtypes with the row- and column-major layouts only (the full profile's is past
+#: gemm_tma.MIN_WORK)
+TMA_SHAPES = {
+    "quick": [(80, 24, 40)],
+    "full": [(1024 + 72, 2048 + 8, 2048 + 24)],
+    "large": [],
 }
 
 
@@ -53,8 +65,11 @@ def _pairs(dt: torch.dtype, dev: Any, p: str) -> Iterator[Sample]:
         ("strided", "transposed"),
         ("expanded", "strided"),
     ]
-    for n, (m, k, nn) in enumerate(SHAPES[p]):
-        for i, (first, second) in enumerate(layouts):
+    shapes = [(shape, layouts) for shape in SHAPES[p]]
+    if dt.itemsize == 2:  # the TMA variant serves fp16 and bf16 only
+        shapes += [(shape, layouts[:4]) for shape in TMA_SHAPES[p]]
+    for n, ((m, k, nn), pairings) in enumerate(shapes):
+        for i, (first, second) in enumerate(pairings):
             a = _operand(first, (m, k), dt, dev, 100 * n + i)
             b = _operand(second, (k, nn), dt, dev, 100 * n + 50 + i)
             yield Sample(first if first != "contiguous" else second, (a, b))

@@ -2,7 +2,8 @@
 
 Ties make indices ambiguous, so each case returns the values and the input entries its
 indices select (``gather``): both must equal the reference's. Rows are short (the
-interpreter sorts slowly); NaN/Inf rows check ATen's order (NaN greatest).
+interpreter sorts slowly) but for two samples of rows longer than a single program's limit,
+which takes the two-stage path; NaN/Inf rows check ATen's order (NaN greatest).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ def topk_samples(dtype: torch.dtype, device: torch.device | str, profile: str) -
     yield Sample("k=0", (samples.make_tensor((2, 9), dtype, device, 3),), {"k": 0, "dim": -1})
     yield Sample("empty", (samples.make_tensor((0, 5), dtype, device, 4),), {"k": 2, "dim": 1})
     yield Sample("0-d", (samples.make_tensor((), dtype, device, 5),), {"k": 1, "dim": 0})
+    # rows longer than one program selects from (8192): two stages, chunks then candidates
+    yield Sample("long rows", (samples.make_tensor((2, 9000), dtype, device, 6),), {"k": 50, "dim": -1})
+    yield Sample("long rows", (samples.make_tensor((9000, 2), dtype, device, 7),), {"k": 7, "dim": 0, "largest": False})
     if dtype.is_floating_point:
         special = samples.special_values(dtype, device).view(2, 5)
         yield Sample("special", (special,), {"k": 3, "dim": 1})
