@@ -52,7 +52,7 @@ stages), "attention_decode" (BLOCK_N, warps, stages; the split count follows fro
 grid) and "attention_backward" (its own BLOCK_M and BLOCK_N: the backward holds more tiles
 than the forward, and Hopper's large forward tiles do not suit it). Each is autotuned per
 shape bucket on a device; a config whose tiles do not fit the chip's shared memory for the
-call's dtype, head dims and mask is not tried (:func:`_fits`).
+call's dtype, head dims and mask is not tried (:func:`_fits`, :func:`_fits_backward`).
 
 ``scaled_dot_product_attention`` is a composite in ATen, so it is registered on the Autograd
 key and brings its own backward. Dropout, fp64, ranks other than 3 and 4, broadcast batch
@@ -475,6 +475,29 @@ def _fits(dtype: torch.dtype, rows: int | None, blocks: dict[str, Any], masked: 
     return admit
 
 
+def _fits_backward(dtype: torch.dtype, blocks: dict[str, Any], masked: bool) -> Callable[[KernelConfig], bool]:
+    """:func:`_fits` for the backward's two kernels. On NVIDIA the dQ kernel keeps its Q and
+    dO tiles and ``num_stages`` K/V buffers, the dK/dV kernel up to ``num_stages`` buffers of
+    its Q, O and dO tiles (the compile check on sm_80 and sm_90: exact for dQ in 16 bits,
+    above both otherwise); on AMD both fit where the forward's tiles do."""
+    size, block_d, block_dv = dtype.itemsize, blocks["BLOCK_D"], blocks["BLOCK_DV"]
+
+    def admit(config: KernelConfig) -> bool:
+        rt = runtime.current()
+        block_m, block_n, stages = config.params["BLOCK_M"], config.params["BLOCK_N"], config.num_stages
+        if rt.selection.execution.triton_backend == "hip":
+            buffers = max(1, stages - 1)
+            tiles = buffers * block_n * (block_d + block_dv) + block_m * block_n
+        else:
+            buffers = max(1, stages)
+            dq = (block_m + buffers * block_n) * (block_d + block_dv)
+            tiles = max(dq, buffers * block_m * (block_d + 2 * block_dv))
+        tiles += buffers * block_m * block_n if masked else 0
+        return tiles * size <= rt.limits.shared_memory_per_block
+
+    return admit
+
+
 def _causal_section(heads: int, blocks_m: int, units: int) -> int:
     """Heads per section of a causal grid: about _CAUSAL_SECTION_PROGRAMS programs per
     compute unit (module docstring)."""
@@ -598,8 +621,10 @@ class _Attention(torch.autograd.Function):
         def run(config: KernelConfig) -> tuple[torch.Tensor, ...]:
             return launch_backward(q, k, v, mask, out, grad, lse, scale, causal, mask_kind, config, blocks, options)
 
-        key = ("backward", str(q.dtype), _bucket(q.shape[2]), _bucket(k.shape[2]), blocks["BLOCK_D"])
-        dq, dk, dv = run(ATTENTION_BACKWARD.choose(key, lambda config: bench_ms(lambda: run(config))))
+        key = ("backward", str(q.dtype), _bucket(q.shape[2]), _bucket(k.shape[2]), blocks["BLOCK_D"],
+               blocks["BLOCK_DV"], mask_kind)
+        admit = _fits_backward(q.dtype, blocks, mask_kind != MASK_NONE)
+        dq, dk, dv = run(ATTENTION_BACKWARD.choose(key, lambda config: bench_ms(lambda: run(config)), admit))
         return dq, dk, dv, None, None, None, None
 
 
