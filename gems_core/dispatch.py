@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from . import compat, runtime
-from .launch_cache import KernelCompileError, interpreter_state
+from . import compat, native, runtime
+from .launch_cache import KernelCompileError, interpreter_state, recording
 from .registry import OpImpl, all_impls
 
 
@@ -26,6 +26,8 @@ from .registry import OpImpl, all_impls
 class _State:
     ops: frozenset[str]
     library: Any
+    #: the native dispatch layer's registration (gems_core.native), where it serves
+    native: Any = None
 
 
 _stack: list[_State | None] = []
@@ -90,7 +92,12 @@ def _make_kernel(
 ) -> Callable[..., Any]:
     """The function registered for ``impl`` on ``dispatch_key``; it takes the dispatcher's
     keyset first where ``with_keyset`` (kernels on Autograd keys, which redispatch)."""
-    aten = compat.aten_kernel(f"aten::{impl.name}", dispatch_key)
+    aten_kernel = compat.aten_kernel(f"aten::{impl.name}", dispatch_key)
+
+    def aten(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        recording.impure = True  # a call (partly) served by ATen is not one to repeat natively
+        return aten_kernel(keyset, *args, **kwargs)
+
     fn = rt.policy.overrides.get(impl.name) or impl.fn
     gate = rt.policy.gate_for(impl.name)
     gated = frozenset(_torch_dtype(d) for d in gate) if gate else frozenset()
@@ -136,6 +143,7 @@ def _make_kernel(
         def checked_kernel(*args: Any, **kwargs: Any) -> Any:
             return kernel(own_key, *args, **kwargs)
 
+        checked_kernel.native_ready = True  # type: ignore[attr-defined]
         return checked_kernel
 
     def backend_kernel(*args: Any, **kwargs: Any) -> Any:
@@ -150,14 +158,24 @@ def _make_kernel(
             return aten(own_key, *args, **kwargs)
         return result
 
+    backend_kernel.native_ready = True  # type: ignore[attr-defined]
     return backend_kernel
+
+
+#: recipes (and keys seen once) kept per op by the native layer before it starts afresh
+NATIVE_LIMIT = 4096
 
 
 def _register(ops: frozenset[str]) -> _State:
     rt = runtime.current()
-    key = rt.selection.execution.dispatch_key
+    execution = rt.selection.execution
+    key = execution.dispatch_key
     impls = all_impls()
     library = torch.library.Library("aten", "IMPL")
+    layer = native.available_for(execution.device_type, execution.interpreter)
+    registration = layer.Registration("aten", key) if layer is not None else None
+    if registration is not None:
+        from .native.recorder import record_call
     served = set()
     try:
         with warnings.catch_warnings():
@@ -173,17 +191,32 @@ def _register(ops: frozenset[str]) -> _State:
                     # otherwise reach ATen's decomposition of a composite op
                     op_key = f"Autograd{key}"
                     library.impl(name, _make_kernel(impl, rt, op_key, True), op_key, with_keyset=True)
-                library.impl(name, _make_kernel(impl, rt, key, False), key, with_keyset=False)
+                kernel = _make_kernel(impl, rt, key, False)
+                if registration is not None and impl.native and getattr(kernel, "native_ready", False):
+                    registration.impl(name, kernel, record_call, NATIVE_LIMIT)
+                else:
+                    library.impl(name, kernel, key, with_keyset=False)
                 served.add(name)
     except BaseException:
         library._destroy()  # no half-registered state survives a failure
+        if registration is not None:
+            registration.close()
         raise
-    return _State(ops=frozenset(served), library=library)
+    return _State(ops=frozenset(served), library=library, native=registration)
 
 
 def _unregister(state: _State | None) -> None:
     if state is not None:
         state.library._destroy()
+        if state.native is not None:
+            state.native.close()
+
+
+def native_stats() -> list[dict[str, Any]]:
+    """Per op served by the native dispatch layer now: recipes kept, calls served from
+    them (``hits``), calls that ran Python, calls recorded and refused."""
+    state = _current
+    return native.stats(state.native if state is not None else None)
 
 
 def enable(include: Iterable[str] | str | None = None, exclude: Iterable[str] | str | None = None) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 import triton
 
+from . import native
 from ._version import __version__
 from .contract import GATEABLE_DTYPES, KernelConfig
 from .plugins import ENTRY_POINT_GROUP, BackendError, InstalledBackend, discover
@@ -90,6 +91,7 @@ def _selection_section(rt: Any) -> dict[str, Any]:
         "device_type": execution.device_type,
         "interpreter": execution.interpreter,
         "triton_backend": execution.triton_backend,
+        "native_layer": native.describe(execution.device_type, execution.interpreter),
     }
 
 
@@ -258,6 +260,7 @@ def _selection_lines(sel: Mapping[str, Any]) -> list[str]:
         f"  device:       {sel['device']}, arch {sel['arch']}",
         f"  runs on:      {sel['runs_on']}; dispatch key {sel['dispatch_key']}",
         f"  emulated:     {emulated}",
+        f"  native layer: {sel.get('native_layer', 'unknown')}",
     ]
 
 

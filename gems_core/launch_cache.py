@@ -42,6 +42,11 @@ class _Recording(threading.local):
     #: while set, every launch on this thread is appended as (cache, grid3, args, config,
     #: options, constexprs): see :func:`gems_core.plan_cache.record`
     calls: list[tuple[Any, ...]] | None = None
+    #: while set, every compiled launch on this thread is appended as (launcher, grid3,
+    #: arguments): the native layer's recorder (gems_core.native.recorder)
+    native: list[tuple[Any, ...]] | None = None
+    #: set when a gems kernel handed (part of) a call to ATen: such a call is not repeatable
+    impure = False
 
 
 recording = _Recording()
@@ -129,6 +134,8 @@ class LaunchCache:
                     f"{self.name}: pass {self.runtime_count} runtime arguments positionally and "
                     f"the constexprs {self.constexpr_names} by keyword (got {sorted(constexprs)})"
                 )
+            if recording.native is not None:
+                recording.impure = True  # an interpreted launch is nothing the native layer can repeat
             interpreter_state.active = True
             try:
                 # masked-off lanes compute on filler values; numpy must not warn about them
@@ -141,7 +148,10 @@ class LaunchCache:
         if entry is None:
             return  # compile-only execution: compiled for the target, nothing to run
         go, tail = entry
-        go(grid3[0], grid3[1], grid3[2], compat.current_stream(_device_of(args)), (*args, *tail))
+        full = (*args, *tail)
+        go(grid3[0], grid3[1], grid3[2], compat.current_stream(_device_of(args)), full)
+        if recording.native is not None:
+            recording.native.append((go, grid3, full))
 
     def entry_for(
         self,
@@ -279,7 +289,10 @@ class BoundLaunch:
         stream = self._stream
         if stream is None:
             stream = self._stream = compat.stream_function()
-        go(grid3[0], grid3[1], grid3[2], stream(device), (*values, *tail))
+        full = (*values, *tail)
+        go(grid3[0], grid3[1], grid3[2], stream(device), full)
+        if recording.native is not None:
+            recording.native.append((go, grid3, full))
 
 
 #: launches a compiled kernel: ``go(grid_x, grid_y, grid_z, stream, args)`` where ``args`` are
@@ -320,7 +333,7 @@ def torch_launcher(compiled: Any) -> Launcher | None:
         import triton
 
         hooks = (triton.knobs.runtime.launch_enter_hook, triton.knobs.runtime.launch_exit_hook)
-        if any(h is not None and getattr(h, "calls", True) for h in hooks):
+        if any(_hook_in_use(h) for h in hooks):
             return None
     except AttributeError:
         pass
@@ -347,17 +360,32 @@ def torch_launcher(compiled: Any) -> Launcher | None:
     function, warps, shared = compiled.function, metadata.num_warps, metadata.shared
     launch = impl._launch_kernel
     count = len(keep)
+    # what the native dispatch layer needs to make the same launch from C++
+    native = (int(function), 32 * warps, shared, arg_types, tuple(keep))
     if keep == list(range(count)):
 
         def torch_prefix(gx: int, gy: int, gz: int, stream: int, args: tuple[Any, ...]) -> None:
             launch(function, gx, gy, gz, warps, shared, arg_types, args[:count] + scratch, stream)
 
+        torch_prefix.native = native  # type: ignore[attr-defined]
         return torch_prefix
 
     def torch_selected(gx: int, gy: int, gz: int, stream: int, args: tuple[Any, ...]) -> None:
         launch(function, gx, gy, gz, warps, shared, arg_types, (*[args[i] for i in keep], *scratch), stream)
 
+    torch_selected.native = native  # type: ignore[attr-defined]
     return torch_selected
+
+
+def _hook_in_use(hook: Any) -> bool:
+    """Whether a launch hook (or chain of hooks) would do something: the native layer's
+    recorder's own marker (``gems_marker``) does not count."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    if calls is None:
+        return not getattr(hook, "gems_marker", False)
+    return any(not getattr(call, "gems_marker", False) for call in calls)
 
 
 def launcher_for(compiled: Any) -> Launcher:

@@ -28,7 +28,7 @@ import torch
 
 from . import compat, tuning
 from .contract import KernelConfig
-from .launch_cache import LaunchCache, _arg_key
+from .launch_cache import LaunchCache, _arg_key, recording
 
 DEFAULT_LIMIT = 4096
 
@@ -152,7 +152,10 @@ class Launch:
         if go is None:
             return False
         grid = self.grid
-        go(grid[0], grid[1], grid[2], self.stream(self.device_index), (*addresses, *self.static, *trailing, *self.tail))
+        full = (*addresses, *self.static, *trailing, *self.tail)
+        go(grid[0], grid[1], grid[2], self.stream(self.device_index), full)
+        if recording.native is not None:
+            recording.native.append((go, grid, full))
         return True
 
     def _learn(self, leading: tuple[Any, ...], trailing: tuple[Any, ...]) -> None:
@@ -171,8 +174,6 @@ class Launch:
 def record() -> Iterator[list[tuple[Any, ...]]]:
     """Collect the kernel launches made on this thread inside the block (for
     :class:`Replay`)."""
-    from .launch_cache import recording
-
     previous, recording.calls = recording.calls, []
     try:
         yield recording.calls
@@ -241,3 +242,6 @@ def clear_all() -> None:
     """Forget every plan (they are rebuilt on the next call of each signature)."""
     for cache in list(_CACHES):
         cache.clear()
+    from . import native
+
+    native.clear()  # recipes were made from plans

@@ -33,6 +33,10 @@ class OpImpl:
     #: registered on the backend's Autograd key: the op supplies its own backward (an
     #: autograd.Function) or must not be decomposed by a composite ATen implementation
     autograd: bool = False
+    #: repeated calls may be served by the native dispatch layer (gems_core.native); False
+    #: for ops whose launches take values the call's arguments do not determine (random
+    #: numbers: a fresh seed or offset per call)
+    native: bool = True
 
     @property
     def packet(self) -> str:
@@ -47,7 +51,9 @@ def _check_schema(name: str) -> None:
         raise ValueError(f"{name!r} is not an ATen operator overload") from exc
 
 
-def aten_op(*names: str, autograd: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def aten_op(
+    *names: str, autograd: bool = False, native: bool = True
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as gems' implementation of ATen overloads ``names``
     (written as ``"packet.overload"``; ``"relu"`` for the default overload). The function
     takes the overload's ATen arguments and may return ``NotImplemented`` to hand a call it
@@ -55,14 +61,17 @@ def aten_op(*names: str, autograd: bool = False) -> Callable[[Callable[..., Any]
 
     ``autograd=True`` registers on the backend's Autograd key (``AutogradCUDA``...): for ops
     whose ATen implementation is a composite that would decompose before reaching the
-    backend key, and for ops that bring their own backward."""
+    backend key, and for ops that bring their own backward.
+
+    ``native=False`` keeps every call on the Python path: for ops whose kernel arguments
+    are not determined by the call's arguments alone (a random seed drawn per call)."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         for name in names:
             _check_schema(name)
             if name in _IMPLS and _IMPLS[name].fn is not fn:
                 raise ValueError(f"{name} is registered twice: {_IMPLS[name].module} and {fn.__module__}")
-            _IMPLS[name] = OpImpl(name=name, fn=fn, module=fn.__module__, autograd=autograd)
+            _IMPLS[name] = OpImpl(name=name, fn=fn, module=fn.__module__, autograd=autograd, native=native)
         return fn
 
     return decorate

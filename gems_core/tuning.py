@@ -46,6 +46,11 @@ def _autotune() -> bool:
     return os.environ.get("GEMS_AUTOTUNE", "1") != "0"
 
 
+#: how many times configs were benchmarked in this process (the native layer does not
+#: record a call during which this changed)
+benchmarks_run = 0
+
+
 def cacheable() -> bool:
     """False while :func:`forcing` overrides choices: per-call plans must not keep them."""
     return _forced_pick is None
@@ -140,6 +145,8 @@ class Tunable:
             for config in configs:
                 if config.describe() == stored:
                     return config
+        global benchmarks_run
+        benchmarks_run += 1  # a call that benchmarked made extra launches: not one to record
         timings = []
         for config in configs:
             try:

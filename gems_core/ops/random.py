@@ -194,7 +194,7 @@ def _fill_(self: torch.Tensor, dist: int, a: float, b: float, generator: torch.G
     return self
 
 
-@aten_op("uniform_")
+@aten_op("uniform_", native=False)
 def uniform_(self: torch.Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Any = None) -> Any:
     """Fill with U[from, to); the factories ``rand`` and ``rand_like`` come here."""
     if not from_ <= to:
@@ -202,7 +202,7 @@ def uniform_(self: torch.Tensor, from_: float = 0.0, to: float = 1.0, *, generat
     return _fill_(self, UNIFORM, from_, to, generator)
 
 
-@aten_op("normal_")
+@aten_op("normal_", native=False)
 def normal_(self: torch.Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Any:
     """Fill with N(mean, std^2) (Box-Muller on Philox pairs); ``randn``, ``randn_like`` and
     ``normal(float, float, size)`` come here."""
@@ -211,7 +211,7 @@ def normal_(self: torch.Tensor, mean: float = 0.0, std: float = 1.0, *, generato
     return _fill_(self, NORMAL, mean, std, generator)
 
 
-@aten_op("exponential_")
+@aten_op("exponential_", native=False)
 def exponential_(self: torch.Tensor, lambd: float = 1.0, *, generator: Any = None) -> Any:
     """Fill with Exp(lambd): -log(1 - u) / lambd."""
     if not lambd > 0:
@@ -219,7 +219,7 @@ def exponential_(self: torch.Tensor, lambd: float = 1.0, *, generator: Any = Non
     return _fill_(self, EXPONENTIAL, lambd, 0.0, generator)
 
 
-@aten_op("bernoulli_.float")
+@aten_op("bernoulli_.float", native=False)
 def bernoulli_(self: torch.Tensor, p: float = 0.5, *, generator: Any = None) -> Any:
     """Fill with 1 where u < p, else 0 (floating tensors; others go to ATen)."""
     if not 0 <= p <= 1:
@@ -232,7 +232,7 @@ def _standard_normal(shape: torch.Size, like: torch.Tensor, generator: Any) -> A
     return _fill_(noise, NORMAL, 0.0, 1.0, generator)
 
 
-@aten_op("normal.Tensor_float")
+@aten_op("normal.Tensor_float", native=False)
 def normal_tensor_float(mean: torch.Tensor, std: float = 1.0, *, generator: Any = None) -> Any:
     """mean + std * N(0, 1), shaped like ``mean``."""
     if not std >= 0 or mean.dtype not in _FLOATS:
@@ -241,7 +241,7 @@ def normal_tensor_float(mean: torch.Tensor, std: float = 1.0, *, generator: Any 
     return noise if noise is NotImplemented else noise.mul_(std).add_(mean)
 
 
-@aten_op("normal.float_Tensor")
+@aten_op("normal.float_Tensor", native=False)
 def normal_float_tensor(mean: float, std: torch.Tensor, *, generator: Any = None) -> Any:
     """mean + std * N(0, 1), shaped like ``std``."""
     if std.dtype not in _FLOATS or bool((std < 0).any()):
@@ -250,7 +250,7 @@ def normal_float_tensor(mean: float, std: torch.Tensor, *, generator: Any = None
     return noise if noise is NotImplemented else noise.mul_(std).add_(mean)
 
 
-@aten_op("normal.Tensor_Tensor")
+@aten_op("normal.Tensor_Tensor", native=False)
 def normal_tensor_tensor(mean: torch.Tensor, std: torch.Tensor, *, generator: Any = None) -> Any:
     """mean + std * N(0, 1), ``mean`` and ``std`` broadcast."""
     if mean.dtype not in _FLOATS or std.dtype != mean.dtype or bool((std < 0).any()):
@@ -259,7 +259,7 @@ def normal_tensor_tensor(mean: torch.Tensor, std: torch.Tensor, *, generator: An
     return noise if noise is NotImplemented else noise.mul_(std).add_(mean)
 
 
-@aten_op("multinomial")
+@aten_op("multinomial", native=False)
 def multinomial(self: torch.Tensor, num_samples: int, replacement: bool = False, *, generator: Any = None) -> Any:
     """Category indices drawn from the rows of ``self`` (weights, not necessarily normalized).
     With replacement: inverse CDF. Without: the ``num_samples`` largest w / E, E ~ Exp(1)
@@ -289,7 +289,7 @@ def multinomial(self: torch.Tensor, num_samples: int, replacement: bool = False,
     return out if self.dim() == 2 else out.squeeze(0)
 
 
-@aten_op("native_dropout")
+@aten_op("native_dropout", native=False)
 def native_dropout(input: torch.Tensor, p: float, train: bool | None) -> Any:
     """(output, mask): mask is True with probability 1 - p, output = input * mask / (1 - p)
     (0 where p = 1). Not training: (a copy of input, all True)."""
@@ -315,7 +315,7 @@ def native_dropout_backward(grad_output: torch.Tensor, mask: torch.Tensor, scale
     return _masked_scale(grad_output, mask, scale=float(scale))
 
 
-@aten_op("dropout", autograd=True)
+@aten_op("dropout", autograd=True, native=False)
 def dropout(input: torch.Tensor, p: float, train: bool) -> Any:
     """``F.dropout``: ATen's composite takes native_dropout only on accelerators; here it does
     on every backend (with its autograd formula, so the backward reuses the mask). p = 0, 1,

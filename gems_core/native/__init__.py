@@ -1,0 +1,154 @@
+"""gems' native dispatch layer: a C++ kernel in front of the Python kernels on a GPU's
+dispatch key, so that a repeated call of an op (same dtypes, shapes, strides, alignment and
+arguments) allocates its outputs and launches its compiled kernels with no Python at all.
+
+How it works (``dispatch_layer.cpp``): each served overload gets a C++ boxed kernel on the
+backend key. It keys a call by what gems' Python path decides from; the first call of a key
+runs the Python kernel, the second runs it once more under recording
+(:func:`gems_core.native.recorder.record_call`), which turns what the call did into a
+*recipe* (outputs and scratch to allocate, compiled kernels to launch with their arguments as
+numbers or addresses), and later calls run the recipe in C++. Calls the recorder cannot
+describe (a host read of a result, an ATen fallback, random numbers, anything but
+allocations, views and launches) keep the Python path.
+
+The layer is built from source the first time a process needs it (a C++ compiler and the
+torch headers, which torch's wheels ship; no CUDA toolkit) and cached under
+``GEMS_CACHE_DIR/native``. ``GEMS_NATIVE=0`` turns it off; where it cannot be built, gems
+warns once and runs its Python kernels as before. ``GEMS_NATIVE=check`` records every call
+and runs each new recipe at once on copies of the operands, holding its results against the
+Python kernel's (a mismatch raises): the way to validate the layer on a chip, e.g. under the
+conformance suite's accuracy tier. Settings combine with commas (``force,check``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+import warnings
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+_SOURCE = Path(__file__).with_name("dispatch_layer.cpp")
+_lock = threading.Lock()
+_module: ModuleType | None = None
+_problem: str | None = None
+_tried = False
+
+
+def _settings() -> set[str]:
+    return {part.strip().lower() for part in os.environ.get("GEMS_NATIVE", "1").split(",")}
+
+
+def wanted() -> bool:
+    """Whether the layer is switched on (``GEMS_NATIVE``, default on)."""
+    return not _settings() & {"0", "off", "false", "no"}
+
+
+def build_directory() -> Path:
+    from ..disk_cache import cache_dir
+
+    digest = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:12]
+    tag = f"torch{torch.__version__.replace('+', '_')}-py{sys.version_info[0]}{sys.version_info[1]}-{digest}"
+    return cache_dir() / "native" / tag
+
+
+def load(quiet: bool = False) -> ModuleType | None:
+    """The compiled layer (built on first use), or None where it cannot be had; the reason
+    is then :func:`problem`."""
+    global _module, _problem, _tried
+    if _module is not None or _tried:
+        return _module
+    with _lock:
+        if _module is not None or _tried:
+            return _module
+        _tried = True
+        try:
+            _module = _build(quiet)
+            _module.set_check("check" in _settings())
+        except Exception as exc:  # no compiler, no headers, a failed build: Python kernels
+            _problem = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+            warnings.warn(f"gems: the native dispatch layer is not available ({_problem}); "
+                          "gems runs its Python kernels", RuntimeWarning, stacklevel=3)
+            return None
+        return _module
+
+
+def _build(quiet: bool) -> ModuleType:
+    from torch.utils import cpp_extension
+
+    directory = build_directory()
+    directory.mkdir(parents=True, exist_ok=True)
+    name = "gems_native_" + directory.name.rsplit("-", 1)[-1]
+    built = any(directory.glob(f"{name}*.so"))
+    if not built and not quiet:
+        print(f"gems: building the native dispatch layer for torch {torch.__version__} "
+              f"(once; about a minute) in {directory}", file=sys.stderr, flush=True)
+    return cpp_extension.load(
+        name=name,
+        sources=[str(_SOURCE)],
+        build_directory=str(directory),
+        extra_cflags=["-O2", "-std=c++17"],
+        verbose=False,
+    )
+
+
+def problem() -> str | None:
+    """Why the layer is not available (None when it is, or before the first try)."""
+    return _problem
+
+
+def forced() -> bool:
+    """``GEMS_NATIVE=force``: the layer also fronts the CPU interpreter's kernels (whose
+    calls it cannot repeat, so every call takes its Python path through the layer): tests
+    of the layer's argument and result conversion on machines without a GPU."""
+    return "force" in _settings()
+
+
+def available_for(device_type: str, interpreter: bool = False) -> ModuleType | None:
+    """The layer, where it serves this device type (CUDA GPUs) and is switched on."""
+    if interpreter:
+        return load() if forced() else None
+    if device_type != "cuda" or not wanted() or torch.version.hip is not None:
+        return None
+    module = load()
+    if module is None:
+        return None
+    reason = module.load_driver()
+    if reason:
+        global _problem
+        _problem = reason
+        return None
+    return module
+
+
+def clear() -> None:
+    """Forget every recipe (plans were cleared: configs or settings changed)."""
+    if _module is not None:
+        _module.clear_all()
+
+
+def stats(registration: Any) -> list[dict[str, Any]]:
+    return list(registration.stats()) if registration is not None else []
+
+
+def describe(device_type: str, interpreter: bool) -> str:
+    """One line on the layer for ``python -m gems_core info`` (builds nothing)."""
+    if interpreter and not forced():
+        return "not used (the CPU interpreter's calls cannot be replayed)"
+    if not interpreter and (device_type != "cuda" or torch.version.hip is not None):
+        return f"not used ({device_type} devices: CUDA only for now)"
+    if not wanted():
+        return "off (GEMS_NATIVE=0)"
+    if _problem is not None:
+        return f"unavailable: {_problem}"
+    directory = build_directory()
+    built = any(directory.glob("gems_native_*.so")) if directory.exists() else False
+    state = f"built in {directory}" if built else "built on first use (about a minute, once)"
+    mode = ", check mode" if "check" in _settings() else ""
+    return f"on{mode}; {state}"
+

@@ -1,0 +1,809 @@
+// gems' native dispatch layer: a C++ kernel in front of gems' Python kernels on an
+// accelerator's dispatch key.
+//
+// A call's key is what gems' Python path decides from (operand dtypes, shapes, strides,
+// devices and 16-byte alignment; the values of non-tensor arguments; a few global
+// settings). The first calls of a key run the Python kernel; a key seen again is run once
+// more under recording (gems_core/native/recorder.py), which returns a *recipe*: the
+// outputs and scratch buffers to allocate and the compiled kernels to launch, with every
+// argument either a number or an address (an operand's, an output's or a scratch buffer's,
+// plus a byte offset). Later calls of the key allocate and launch from C++ with no Python
+// and no global interpreter lock: the host cost of a small op comes down to ATen's own.
+//
+// Anything the layer does not understand (argument types, calls the recorder refuses)
+// simply keeps the Python path.
+//
+// Error messages are built as std::string: formatting numbers through an ostream inside
+// this extension crashed with some torch builds (their libstdc++ locale facets).
+
+#include <torch/extension.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/csrc/utils/tensor_memoryformats.h>
+#include <torch/library.h>
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// The CUDA driver, looked up at run time (no CUDA headers or libraries needed to build).
+
+using CUresultT = int;
+using LaunchFn = CUresultT (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               unsigned, unsigned, void*, void**, void**);
+using CtxGetFn = CUresultT (*)(void**);
+using CtxSetFn = CUresultT (*)(void*);
+using DeviceGetFn = CUresultT (*)(int*, int);
+using PrimaryRetainFn = CUresultT (*)(void**, int);
+using ErrorStringFn = CUresultT (*)(CUresultT, const char**);
+
+struct Driver {
+  LaunchFn launch = nullptr;
+  CtxGetFn ctx_get = nullptr;
+  CtxSetFn ctx_set = nullptr;
+  DeviceGetFn device_get = nullptr;
+  PrimaryRetainFn primary_retain = nullptr;
+  ErrorStringFn error_string = nullptr;
+  std::string problem;
+
+  bool load() {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (lib == nullptr) lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (lib == nullptr) {
+      problem = "libcuda.so.1 could not be loaded";
+      return false;
+    }
+    launch = reinterpret_cast<LaunchFn>(dlsym(lib, "cuLaunchKernel"));
+    ctx_get = reinterpret_cast<CtxGetFn>(dlsym(lib, "cuCtxGetCurrent"));
+    ctx_set = reinterpret_cast<CtxSetFn>(dlsym(lib, "cuCtxSetCurrent"));
+    device_get = reinterpret_cast<DeviceGetFn>(dlsym(lib, "cuDeviceGet"));
+    primary_retain = reinterpret_cast<PrimaryRetainFn>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
+    error_string = reinterpret_cast<ErrorStringFn>(dlsym(lib, "cuGetErrorString"));
+    if (!launch || !ctx_get || !ctx_set || !device_get || !primary_retain) {
+      problem = "libcuda.so.1 lacks a driver entry point gems needs";
+      return false;
+    }
+    return true;
+  }
+
+  std::string describe(CUresultT code) const {
+    const char* text = nullptr;
+    if (error_string != nullptr) error_string(code, &text);
+    return text ? std::string(text) : "CUDA driver error " + std::to_string(code);
+  }
+};
+
+Driver driver;
+bool driver_ready = false;
+
+// Tests run the layer without a GPU: launches are then recorded here instead of made.
+std::atomic<bool> fake_launches{false};
+// Check mode: every call of a key is recorded, and each new recipe is run at once on copies
+// of the call's operands and compared with what the Python kernel computed.
+std::atomic<bool> check_mode{false};
+// Set while check mode copies operands or compares results: the ops it uses for that
+// (copy_, allclose...) may be gems' own and must not be checked in turn.
+thread_local int checking_depth = 0;
+
+struct CheckingScope {
+  CheckingScope() { ++checking_depth; }
+  ~CheckingScope() { --checking_depth; }
+};
+std::mutex log_mutex;
+py::list* launch_log = nullptr;  // created on first use, with the GIL
+
+// ---------------------------------------------------------------------------------------
+// Recipes
+
+enum ArgKind : int { kPointer = 0, kNull = 1, kI32 = 2, kI64 = 3, kU32 = 4, kU64 = 5, kF32 = 6, kF64 = 7, kI8 = 8, kI16 = 9, kU8 = 10, kU16 = 11 };
+
+struct LaunchArg {
+  int kind;
+  int slot;        // kPointer: stack position (< number of arguments) or allocation
+  int64_t offset;  // kPointer: bytes from the slot tensor's data pointer
+  int64_t ivalue;
+  double fvalue;
+};
+
+struct LaunchStep {
+  uint64_t function;
+  unsigned grid[3];
+  unsigned block;
+  unsigned shared;
+  std::vector<LaunchArg> args;
+};
+
+struct Allocation {
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  c10::ScalarType dtype;
+};
+
+constexpr size_t kMaxArgs = 96;
+
+struct Recipe {
+  std::vector<Allocation> allocations;  // slots n_args, n_args + 1, ...
+  std::vector<LaunchStep> launches;
+  std::vector<int> returns;  // slot per returned tensor
+};
+
+using Key = std::vector<int64_t>;
+
+struct KeyHash {
+  size_t operator()(const Key& key) const noexcept {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : key) {
+      h ^= static_cast<uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    }
+    return static_cast<size_t>(h);
+  }
+};
+
+int64_t double_bits(double v) {
+  int64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
+
+// Appends what the Python path may depend on of one argument; false where the layer does
+// not handle the argument (the call then keeps the Python path).
+bool key_of(const c10::IValue& v, c10::DeviceType expected, Key& key, c10::Device& device, bool& have_device) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) {
+      key.push_back(-11);
+      return true;
+    }
+    if (t.layout() != c10::kStrided || t.is_conj() || t.is_neg()) return false;
+    const c10::Device d = t.device();
+    key.push_back(-12);
+    key.push_back(static_cast<int64_t>(t.scalar_type()));
+    key.push_back(static_cast<int64_t>(d.type()) * 1024 + d.index());
+    const int64_t dim = t.dim();
+    key.push_back(dim);
+    for (int64_t i = 0; i < dim; ++i) {
+      key.push_back(t.sizes()[i]);
+      key.push_back(t.strides()[i]);
+    }
+    if (d.type() != expected) {
+      // a CPU number next to accelerator tensors: the Python path reads its value
+      if (dim != 0) return false;
+      const c10::Scalar s = t.item();
+      if (s.isComplex()) return false;
+      key.push_back(s.isFloatingPoint() ? double_bits(s.toDouble()) : s.toLong());
+      return true;
+    }
+    key.push_back(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 ? 1 : 0);
+    if (!have_device) {
+      device = d;
+      have_device = true;
+    }
+    return true;
+  }
+  if (v.isNone()) {
+    key.push_back(-13);
+    return true;
+  }
+  if (v.isBool()) {
+    key.push_back(-14);
+    key.push_back(v.toBool());
+    return true;
+  }
+  if (v.isInt()) {
+    key.push_back(-15);
+    key.push_back(v.toInt());
+    return true;
+  }
+  if (v.isDouble()) {
+    key.push_back(-16);
+    key.push_back(double_bits(v.toDouble()));
+    return true;
+  }
+  if (v.isScalar()) {  // a Scalar argument holding a complex number, or a symbolic one
+    return false;
+  }
+  if (v.isIntList()) {
+    key.push_back(-17);
+    const auto list = v.toIntVector();
+    key.push_back(static_cast<int64_t>(list.size()));
+    key.insert(key.end(), list.begin(), list.end());
+    return true;
+  }
+  if (v.isBoolList()) {
+    key.push_back(-18);
+    const auto list = v.toBoolList();
+    key.push_back(static_cast<int64_t>(list.size()));
+    for (bool b : list) key.push_back(b);
+    return true;
+  }
+  if (v.isDoubleList()) {
+    key.push_back(-19);
+    const auto list = v.toDoubleVector();
+    key.push_back(static_cast<int64_t>(list.size()));
+    for (double d : list) key.push_back(double_bits(d));
+    return true;
+  }
+  if (v.isString()) {
+    key.push_back(-20);
+    const std::string& s = v.toStringRef();
+    key.push_back(static_cast<int64_t>(s.size()));
+    for (unsigned char c : s) key.push_back(c);
+    return true;
+  }
+  if (v.isDevice()) {
+    const c10::Device d = v.toDevice();
+    key.push_back(-21);
+    key.push_back(static_cast<int64_t>(d.type()) * 1024 + d.index());
+    return true;
+  }
+  return false;  // tensor lists, generators, storages...: the Python path
+}
+
+// What every key carries besides the arguments: settings the Python path reads.
+void global_key(Key& key) {
+  key.push_back(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
+  key.push_back(at::globalContext().deterministicAlgorithms() ? 1 : 0);
+}
+
+py::object schema_aware_object(const c10::Argument& arg, const c10::IValue& v) {
+  if (v.isNone()) return py::none();
+  c10::TypePtr type = arg.real_type();
+  if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+  switch (type->kind()) {
+    case c10::TypeKind::ScalarTypeType:
+      return py::reinterpret_borrow<py::object>(
+          reinterpret_cast<PyObject*>(torch::getTHPDtype(static_cast<c10::ScalarType>(v.toInt()))));
+    case c10::TypeKind::LayoutType:
+      return py::reinterpret_borrow<py::object>(
+          reinterpret_cast<PyObject*>(torch::getTHPLayout(static_cast<c10::Layout>(v.toInt()))));
+    case c10::TypeKind::MemoryFormatType:
+      return py::reinterpret_borrow<py::object>(
+          torch::utils::getTHPMemoryFormat(static_cast<c10::MemoryFormat>(v.toInt())));
+    default:
+      return torch::jit::toPyObject(v);
+  }
+}
+
+class NativeKernel;
+std::mutex live_mutex;
+std::unordered_set<NativeKernel*> live_kernels;
+
+class NativeKernel final : public c10::OperatorKernel {
+ public:
+  NativeKernel(std::string name, c10::DeviceType device_type, py::object python_kernel, py::object recorder,
+               size_t limit)
+      : name_(std::move(name)), device_type_(device_type), limit_(limit) {
+    python_kernel_ = python_kernel.release().ptr();
+    recorder_ = recorder.release().ptr();
+    std::lock_guard<std::mutex> guard(live_mutex);
+    live_kernels.insert(this);
+  }
+
+  ~NativeKernel() override {
+    {
+      std::lock_guard<std::mutex> guard(live_mutex);
+      live_kernels.erase(this);
+    }
+    if (Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;
+      Py_XDECREF(python_kernel_);
+      Py_XDECREF(recorder_);
+    }
+  }
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    const size_t n = op.schema().arguments().size();
+    Key key;
+    key.reserve(32);
+    c10::Device device(c10::kCPU);
+    bool have_device = false;
+    bool keyed = true;
+    for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+      if (!key_of((*stack)[i], device_type_, key, device, have_device)) {
+        keyed = false;
+        break;
+      }
+    }
+    keyed = keyed && have_device;
+    if (keyed) {
+      global_key(key);
+      std::shared_ptr<const Recipe> recipe;
+      {
+        std::lock_guard<std::mutex> guard(mutex_);
+        auto found = recipes_.find(key);
+        if (found != recipes_.end()) recipe = found->second;
+      }
+      if (recipe) {
+        run(*recipe, stack, n, device);
+        hits_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    }
+    call_python(op, stack, n, keyed ? &key : nullptr);
+  }
+
+  void clear() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    recipes_.clear();
+    seen_.clear();
+    refused_keys_.clear();
+  }
+
+  py::dict stats() {
+    py::dict d;
+    std::lock_guard<std::mutex> guard(mutex_);
+    d["op"] = name_;
+    d["recipes"] = recipes_.size();
+    d["hits"] = hits_.load();
+    d["python_calls"] = python_calls_.load();
+    d["recorded"] = recorded_.load();
+    d["refused"] = refused_.load();
+    return d;
+  }
+
+ private:
+  void run(const Recipe& recipe, torch::jit::Stack* stack, size_t n, c10::Device device) {
+    const size_t first = stack->size() - n;
+    c10::OptionalDeviceGuard guard;
+    const auto* impl = c10::impl::getDeviceGuardImpl(device.type());
+    if (impl->getDevice() != device) guard.reset_device(device);
+    std::vector<at::Tensor> allocated;
+    allocated.reserve(recipe.allocations.size());
+    for (const Allocation& a : recipe.allocations) {
+      allocated.push_back(at::empty_strided(a.sizes, a.strides, at::TensorOptions().dtype(a.dtype).device(device)));
+    }
+    auto address = [&](int slot) -> uintptr_t {
+      if (static_cast<size_t>(slot) < n) {
+        return reinterpret_cast<uintptr_t>((*stack)[first + slot].toTensor().data_ptr());
+      }
+      return reinterpret_cast<uintptr_t>(allocated[slot - n].data_ptr());
+    };
+    if (!recipe.launches.empty()) {
+      void* stream = device.is_cpu() ? nullptr : impl->getStreamNativeHandle(impl->getStream(device));
+      if (!fake_launches.load(std::memory_order_relaxed)) ensure_context(device);
+      uint64_t values[kMaxArgs];
+      void* params[kMaxArgs];
+      for (const LaunchStep& step : recipe.launches) {
+        const size_t count = step.args.size();
+        for (size_t i = 0; i < count; ++i) {
+          const LaunchArg& arg = step.args[i];
+          values[i] = 0;
+          switch (arg.kind) {
+            case kPointer: {
+              const uint64_t p = address(arg.slot) + arg.offset;
+              std::memcpy(&values[i], &p, 8);
+              break;
+            }
+            case kNull:
+              break;
+            case kI8: { const int8_t v = static_cast<int8_t>(arg.ivalue); std::memcpy(&values[i], &v, 1); break; }
+            case kU8: { const uint8_t v = static_cast<uint8_t>(arg.ivalue); std::memcpy(&values[i], &v, 1); break; }
+            case kI16: { const int16_t v = static_cast<int16_t>(arg.ivalue); std::memcpy(&values[i], &v, 2); break; }
+            case kU16: { const uint16_t v = static_cast<uint16_t>(arg.ivalue); std::memcpy(&values[i], &v, 2); break; }
+            case kI32: { const int32_t v = static_cast<int32_t>(arg.ivalue); std::memcpy(&values[i], &v, 4); break; }
+            case kU32: { const uint32_t v = static_cast<uint32_t>(arg.ivalue); std::memcpy(&values[i], &v, 4); break; }
+            case kI64:
+            case kU64: std::memcpy(&values[i], &arg.ivalue, 8); break;
+            case kF32: { const float v = static_cast<float>(arg.fvalue); std::memcpy(&values[i], &v, 4); break; }
+            case kF64: std::memcpy(&values[i], &arg.fvalue, 8); break;
+          }
+          params[i] = &values[i];
+        }
+        if (fake_launches.load(std::memory_order_relaxed)) {
+          log_launch(step, stream, values, count);
+          continue;
+        }
+        const CUresultT code = driver.launch(reinterpret_cast<void*>(step.function), step.grid[0], step.grid[1],
+                                             step.grid[2], step.block, 1, 1, step.shared, stream, params, nullptr);
+        TORCH_CHECK(code == 0, "gems: launching a kernel of " + name_ + " failed: " + driver.describe(code));
+      }
+    }
+    std::vector<c10::IValue> results;
+    results.reserve(recipe.returns.size());
+    for (int slot : recipe.returns) {
+      if (static_cast<size_t>(slot) < n) {
+        results.push_back((*stack)[first + slot]);
+      } else {
+        results.emplace_back(allocated[slot - n]);
+      }
+    }
+    torch::jit::drop(*stack, n);
+    for (auto& r : results) stack->push_back(std::move(r));
+  }
+
+  static void ensure_context(c10::Device device) {
+    void* context = nullptr;
+    if (driver.ctx_get(&context) == 0 && context != nullptr) return;
+    int handle = 0;
+    TORCH_CHECK(driver.device_get(&handle, device.index()) == 0, "gems: no CUDA device " + std::to_string(device.index()));
+    TORCH_CHECK(driver.primary_retain(&context, handle) == 0 && driver.ctx_set(context) == 0,
+                "gems: could not make the CUDA context of device " + std::to_string(device.index()) + " current");
+  }
+
+  void log_launch(const LaunchStep& step, void* stream, const uint64_t* values, size_t count) {
+    py::gil_scoped_acquire gil;
+    std::lock_guard<std::mutex> guard(log_mutex);
+    if (launch_log == nullptr) launch_log = new py::list();
+    py::list args;
+    for (size_t i = 0; i < count; ++i) {
+      const LaunchArg& arg = step.args[i];
+      if (arg.kind == kF32) {
+        float f;
+        std::memcpy(&f, &values[i], 4);
+        args.append(py::float_(f));
+      } else if (arg.kind == kF64) {
+        double d;
+        std::memcpy(&d, &values[i], 8);
+        args.append(py::float_(d));
+      } else if (arg.kind == kPointer || arg.kind == kNull || arg.kind == kU64 || arg.kind == kI64) {
+        int64_t v;
+        std::memcpy(&v, &values[i], 8);
+        args.append(py::int_(v));
+      } else {
+        args.append(py::int_(arg.ivalue));
+      }
+    }
+    launch_log->append(py::make_tuple(name_, step.function,
+                                      py::make_tuple(step.grid[0], step.grid[1], step.grid[2]), step.block,
+                                      step.shared, reinterpret_cast<uintptr_t>(stream), args));
+  }
+
+  void call_python(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t n, const Key* key) {
+    const auto& schema = op.schema();
+    const auto& arguments = schema.arguments();
+    const size_t first = stack->size() - n;
+    py::gil_scoped_acquire gil;
+    python_calls_.fetch_add(1, std::memory_order_relaxed);
+    bool record = false;
+    const bool checking = key != nullptr && checking_depth == 0 && check_mode.load(std::memory_order_relaxed);
+    if (checking) {
+      record = true;
+    } else if (key != nullptr) {
+      std::lock_guard<std::mutex> guard(mutex_);
+      if (refused_keys_.count(*key)) {
+        record = false;  // recorded once and refused: the Python path from now on
+      } else if (seen_.count(*key)) {
+        record = true;
+      } else {
+        if (seen_.size() >= limit_) seen_.clear();
+        seen_.insert(*key);
+      }
+    }
+    // Arguments as PyTorch passes them to a Python kernel: positional ones up to the last
+    // that differs from its default, keyword-only ones where they differ from theirs.
+    auto is_default = [&](size_t i) {
+      const auto& fallback = arguments[i].default_value();
+      return fallback.has_value() && *fallback == (*stack)[first + i];
+    };
+    size_t positional = 0;
+    while (positional < n && !arguments[positional].kwarg_only()) ++positional;
+    size_t passed = positional;
+    while (passed > 0 && is_default(passed - 1)) --passed;
+    py::list args;
+    py::dict kwargs;
+    py::list tensors;  // (stack position, tensor) for the recorder
+    for (size_t i = 0; i < n; ++i) {
+      const c10::IValue& v = (*stack)[first + i];
+      const bool kwarg = i >= positional;
+      if ((kwarg && is_default(i)) || (!kwarg && i >= passed)) continue;
+      py::object value = schema_aware_object(arguments[i], v);
+      if (kwarg) {
+        kwargs[arguments[i].name().c_str()] = value;
+      } else {
+        args.append(value);
+      }
+      if (record && v.isTensor() && v.toTensor().defined()) tensors.append(py::make_tuple(i, value));
+    }
+    std::vector<c10::IValue> copies;
+    if (checking) {  // check mode keeps the GIL throughout
+      CheckingScope scope;
+      copies = copy_operands(*stack, n);
+    }
+    PyObject* raw = nullptr;
+    py::tuple call_args = py::tuple(args);
+    if (record) {
+      py::tuple recorder_args = py::make_tuple(py::handle(python_kernel_), call_args, kwargs, py::tuple(tensors), n);
+      raw = PyObject_Call(recorder_, recorder_args.ptr(), nullptr);
+    } else {
+      raw = PyObject_Call(python_kernel_, call_args.ptr(), kwargs.ptr());
+    }
+    if (raw == nullptr) throw python_error();
+    py::object out = py::reinterpret_steal<py::object>(raw);
+    if (record) {
+      py::tuple pair = out.cast<py::tuple>();
+      out = pair[0];
+      if (!pair[1].is_none()) {
+        std::shared_ptr<const Recipe> recipe = parse_recipe(pair[1], n);
+        if (recipe && checking) {
+          push_result(schema, stack, n, out);
+          {
+            CheckingScope scope;
+            check(*recipe, *stack, schema.returns().size(), copies, n);
+          }
+          std::lock_guard<std::mutex> guard(mutex_);
+          if (recipes_.size() >= limit_) recipes_.clear();
+          recipes_[*key] = recipe;
+          recorded_.fetch_add(1, std::memory_order_relaxed);
+          return;
+        }
+        if (recipe) {
+          std::lock_guard<std::mutex> guard(mutex_);
+          if (recipes_.size() >= limit_) recipes_.clear();
+          recipes_[*key] = recipe;
+          recorded_.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          refuse(*key);
+        }
+      } else {
+        refuse(*key);
+      }
+    }
+    push_result(schema, stack, n, out);
+  }
+
+  void refuse(const Key& key) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (refused_keys_.size() >= limit_) refused_keys_.clear();
+    refused_keys_.insert(key);
+  }
+
+  // Copies of a call's tensor operands with the same sizes and strides (operands whose
+  // elements overlap, which no kernel writes, are shared).
+  static std::vector<c10::IValue> copy_operands(const torch::jit::Stack& stack, size_t n) {
+    std::vector<c10::IValue> copies;
+    copies.reserve(n);
+    for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+      const c10::IValue& v = stack[i];
+      if (v.isTensor() && v.toTensor().defined() && v.toTensor().layout() == c10::kStrided) {
+        const at::Tensor& t = v.toTensor();
+        if (at::has_internal_overlap(t) == at::MemOverlap::Yes) {
+          copies.push_back(v);
+        } else {
+          at::Tensor copy = at::empty_strided(t.sizes(), t.strides(), t.options());
+          copy.copy_(t);
+          copies.emplace_back(copy);
+        }
+      } else {
+        copies.push_back(v);
+      }
+    }
+    return copies;
+  }
+
+  static bool same(const at::Tensor& a, const at::Tensor& b) {
+    if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
+    if (a.numel() == 0) return true;
+    if (at::isFloatingType(a.scalar_type())) return at::allclose(a, b, 1e-3, 1e-5, true);
+    return at::equal(a, b);
+  }
+
+  // Runs the recipe on the copies and holds its results (and whatever it wrote into the
+  // operands) against the Python kernel's: the stack holds the Python results now.
+  void check(const Recipe& recipe, torch::jit::Stack& stack, size_t returns, std::vector<c10::IValue> copies,
+             size_t n) {
+    torch::jit::Stack replay(copies.begin(), copies.end());
+    run(recipe, &replay, n, device_of(copies));
+    TORCH_CHECK(replay.size() == returns, "gems native check: " + name_ + ": the recipe returned " +
+                std::to_string(replay.size()) + " values, the Python kernel " + std::to_string(returns));
+    for (size_t i = 0; i < returns; ++i) {
+      const c10::IValue& mine = replay[i];
+      const c10::IValue& theirs = stack[stack.size() - returns + i];
+      if (mine.isTensor() && theirs.isTensor()) {
+        const at::Tensor& a = mine.toTensor();
+        const at::Tensor& b = theirs.toTensor();
+        TORCH_CHECK(a.strides() == b.strides() || a.numel() <= 1, "gems native check: " + name_ + ": result " +
+                    std::to_string(i) + " has other strides from the recipe than from Python");
+        TORCH_CHECK(same(a, b), "gems native check: " + name_ + ": result " + std::to_string(i) +
+                    " differs between the recipe and the Python kernel");
+      }
+    }
+  }
+
+  static c10::Device device_of(const std::vector<c10::IValue>& values) {
+    for (const auto& v : values) {
+      if (v.isTensor() && v.toTensor().defined() && !v.toTensor().is_cpu()) return v.toTensor().device();
+    }
+    for (const auto& v : values) {
+      if (v.isTensor() && v.toTensor().defined()) return v.toTensor().device();
+    }
+    return c10::Device(c10::kCPU);
+  }
+
+  static void push_result(const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t n, const py::object& out) {
+    const auto& returns = schema.returns();
+    std::vector<c10::IValue> values;
+    if (returns.size() == 1) {
+      values.push_back(torch::jit::toIValue(out, returns[0].real_type()));
+    } else if (!returns.empty()) {
+      py::sequence seq = out.cast<py::sequence>();
+      TORCH_CHECK(seq.size() == returns.size(), "gems: " + schema.name() + " returned " + std::to_string(seq.size()) +
+                  " values, its schema " + std::to_string(returns.size()));
+      for (size_t i = 0; i < returns.size(); ++i) {
+        values.push_back(torch::jit::toIValue(seq[i], returns[i].real_type()));
+      }
+    }
+    torch::jit::drop(*stack, n);
+    for (auto& v : values) stack->push_back(std::move(v));
+  }
+
+  std::shared_ptr<const Recipe> parse_recipe(const py::handle& spec, size_t n) {
+    // (allocations, launches, returns): see gems_core/native/recorder.py
+    auto recipe = std::make_shared<Recipe>();
+    py::tuple parts = spec.cast<py::tuple>();
+    for (const auto& a : parts[0]) {
+      py::tuple alloc = a.cast<py::tuple>();
+      Allocation allocation;
+      allocation.sizes = alloc[0].cast<std::vector<int64_t>>();
+      allocation.strides = alloc[1].cast<std::vector<int64_t>>();
+      PyObject* dtype = alloc[2].ptr();
+      if (!THPDtype_Check(dtype)) return nullptr;
+      allocation.dtype = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
+      recipe->allocations.push_back(std::move(allocation));
+    }
+    const size_t slots = n + recipe->allocations.size();
+    for (const auto& l : parts[1]) {
+      py::tuple launch = l.cast<py::tuple>();
+      LaunchStep step;
+      step.function = launch[0].cast<uint64_t>();
+      step.grid[0] = launch[1].cast<unsigned>();
+      step.grid[1] = launch[2].cast<unsigned>();
+      step.grid[2] = launch[3].cast<unsigned>();
+      step.block = launch[4].cast<unsigned>();
+      step.shared = launch[5].cast<unsigned>();
+      for (const auto& x : launch[6]) {
+        py::tuple item = x.cast<py::tuple>();
+        LaunchArg arg{item[0].cast<int>(), item[1].cast<int>(), item[2].cast<int64_t>(), 0, 0.0};
+        if (arg.kind == kF32 || arg.kind == kF64) {
+          arg.fvalue = item[3].cast<double>();
+        } else if (arg.kind != kPointer && arg.kind != kNull) {
+          arg.ivalue = item[3].cast<int64_t>();
+        }
+        if (arg.kind < kPointer || arg.kind > kU16) return nullptr;
+        if (arg.kind == kPointer && (arg.slot < 0 || static_cast<size_t>(arg.slot) >= slots)) return nullptr;
+        step.args.push_back(arg);
+      }
+      if (step.args.size() > kMaxArgs) return nullptr;
+      recipe->launches.push_back(std::move(step));
+    }
+    for (const auto& r : parts[2]) {
+      const int slot = r.cast<int>();
+      if (slot < 0 || static_cast<size_t>(slot) >= slots) return nullptr;
+      recipe->returns.push_back(slot);
+    }
+    return recipe;
+  }
+
+  std::string name_;
+  c10::DeviceType device_type_;
+  size_t limit_;
+  PyObject* python_kernel_ = nullptr;
+  PyObject* recorder_ = nullptr;
+  std::mutex mutex_;
+  std::unordered_map<Key, std::shared_ptr<const Recipe>, KeyHash> recipes_;
+  std::unordered_set<Key, KeyHash> seen_;
+  std::unordered_set<Key, KeyHash> refused_keys_;
+  std::atomic<uint64_t> hits_{0}, python_calls_{0}, recorded_{0}, refused_{0};
+};
+
+// One registration block: the native kernels of one enable() on one dispatch key.
+class Registration {
+ public:
+  Registration(const std::string& ns, const std::string& dispatch_key)
+      : key_(c10::parseDispatchKey(dispatch_key)),
+        library_(std::make_unique<torch::Library>(torch::Library::IMPL, ns, key_, __FILE__, __LINE__)) {}
+
+  void impl(const std::string& name, py::object python_kernel, py::object recorder, size_t limit) {
+    TORCH_CHECK(library_, "gems: this registration is closed");
+    torch::PyWarningHandler handler;  // an override warning becomes a Python warning
+    auto kernel = std::make_unique<NativeKernel>(name, c10::dispatchKeyToDeviceType(key_), std::move(python_kernel),
+                                                 std::move(recorder), limit);
+    kernels_.push_back(kernel.get());
+    library_->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
+  }
+
+  py::list stats() {
+    py::list out;
+    std::lock_guard<std::mutex> guard(live_mutex);
+    for (NativeKernel* k : kernels_) {
+      if (live_kernels.count(k)) out.append(k->stats());
+    }
+    return out;
+  }
+
+  void close() {
+    kernels_.clear();
+    library_.reset();
+  }
+
+ private:
+  c10::DispatchKey key_;
+  std::unique_ptr<torch::Library> library_;
+  std::vector<NativeKernel*> kernels_;
+};
+
+void clear_all() {
+  std::lock_guard<std::mutex> guard(live_mutex);
+  for (NativeKernel* k : live_kernels) k->clear();
+}
+
+void print_backtrace(int sig) {
+  void* frames[64];
+  const int count = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, count, 2);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+std::string load_driver() {
+  if (!driver_ready) driver_ready = driver.load();
+  return driver_ready ? std::string() : driver.problem;
+}
+
+uintptr_t current_stream(int device_index) {
+  const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index));
+  const auto* impl = c10::impl::getDeviceGuardImpl(device.type());
+  return reinterpret_cast<uintptr_t>(impl->getStreamNativeHandle(impl->getStream(device)));
+}
+
+py::list take_launch_log() {
+  std::lock_guard<std::mutex> guard(log_mutex);
+  py::list out = launch_log ? *launch_log : py::list();
+  delete launch_log;
+  launch_log = nullptr;
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "gems' native dispatch layer";
+  py::class_<Registration>(m, "Registration")
+      .def(py::init<const std::string&, const std::string&>())
+      .def("impl", &Registration::impl)
+      .def("stats", &Registration::stats)
+      .def("close", &Registration::close);
+  m.def("clear_all", &clear_all, "Forget every recipe of every live native kernel");
+  m.def("debug_crashes", []() { signal(SIGSEGV, print_backtrace); }, "Print a native backtrace on a crash");
+  m.def("load_driver", &load_driver, "Load the CUDA driver's entry points; an empty string when done");
+  m.def("current_stream", &current_stream, "The current CUDA stream's handle, as the layer reads it");
+  m.def("set_fake_launches", [](bool on) { fake_launches.store(on); }, "Record launches instead of making them (tests)");
+  m.def("set_check", [](bool on) { check_mode.store(on); }, "Record every call and check each new recipe against Python");
+  m.def("take_launch_log", &take_launch_log, "The launches recorded instead of made, since the last call");
+  m.def("arg_kinds", []() {
+    py::dict d;
+    d["pointer"] = static_cast<int>(kPointer);
+    d["null"] = static_cast<int>(kNull);
+    d["i32"] = static_cast<int>(kI32);
+    d["i64"] = static_cast<int>(kI64);
+    d["u32"] = static_cast<int>(kU32);
+    d["u64"] = static_cast<int>(kU64);
+    d["f32"] = static_cast<int>(kF32);
+    d["f64"] = static_cast<int>(kF64);
+    d["i8"] = static_cast<int>(kI8);
+    d["i16"] = static_cast<int>(kI16);
+    d["u8"] = static_cast<int>(kU8);
+    d["u16"] = static_cast<int>(kU16);
+    return d;
+  });
+}

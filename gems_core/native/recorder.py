@@ -1,0 +1,249 @@
+"""Turning one call of a gems Python kernel into a recipe the native layer can repeat.
+
+:func:`record_call` runs the kernel while watching it: every ATen operation it makes (a
+``TorchDispatchMode``) and every compiled-kernel launch (``launch_cache.recording``). A call
+is *repeatable* when all it did was allocate tensors, take views and launch compiled
+kernels whose arguments are numbers or addresses inside the call's operands, its returned
+outputs or buffers it allocated. Its recipe then lists
+
+- ``allocations``: ``(sizes, strides, dtype)`` of each returned output and scratch buffer;
+- ``launches``: ``(function, grid_x, grid_y, grid_z, block, shared, args)`` with each
+  argument ``(kind, slot, byte_offset, value)`` (kinds: :data:`KINDS`);
+- ``returns``: the slot of each returned tensor,
+
+where slots ``0 .. n-1`` are the call's stack arguments and ``n + i`` its allocation ``i``.
+Anything else (a host read of a result, an ATen fallback, an op on the data outside a
+kernel, benchmarking of configs, an output that is a view into a larger buffer) gives no
+recipe, and the call keeps the Python path.
+
+The launch spec of a compiled kernel (``(function, block, shared, codes)``) is attached to
+its launcher by :func:`gems_core.launch_cache.torch_launcher` (``launcher.native``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .. import tuning
+from ..launch_cache import recording
+
+#: argument kinds, as dispatch_layer.cpp numbers them
+KINDS = {"pointer": 0, "null": 1, "i32": 2, "i64": 3, "u32": 4, "u64": 5, "f32": 6, "f64": 7,
+         "i8": 8, "i16": 9, "u8": 10, "u16": 11}
+
+#: PyTorch's launcher argument codes (see launch_cache.torch_launcher) -> kinds
+_CODE_KINDS = {"i": "i32", "l": "i64", "b": "i8", "h": "i16", "I": "u32", "K": "u64", "B": "u8",
+               "H": "u16", "f": "f32", "d": "f64"}
+
+_ALLOCATIONS = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"})
+#: operations that neither read nor write data (beyond views, which are told apart by schema)
+_METADATA = frozenset({"sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "dim",
+                       "is_contiguous", "is_strides_like_format", "is_non_overlapping_and_dense"})
+
+
+class NotRepeatable(Exception):
+    """The call did something a recipe cannot repeat."""
+
+
+class _Observer(TorchDispatchMode):
+    """Sees every ATen operation the kernel's Python makes."""
+
+    def __init__(self, device_type: str) -> None:
+        super().__init__()
+        self.device_type = device_type
+        self.allocated: list[torch.Tensor] = []
+        self.other: str | None = None
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        packet = func.overloadpacket.__name__
+        if packet in _ALLOCATIONS:
+            self.allocated.append(out)
+        elif not (func.is_view or packet in _METADATA) and self.other is None:
+            # host arithmetic on CPU tensors (a constant rounded to a dtype) cannot touch the
+            # call's device memory; anything involving a tensor on the call's device can
+            if any(t.device.type == self.device_type for t in _tensors((args, kwargs, out))):
+                self.other = str(func)
+        return out
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def record_call(
+    kernel: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    tensors: Sequence[tuple[int, torch.Tensor]],
+    count: int,
+) -> tuple[Any, tuple[Any, ...] | None]:
+    """``kernel(*args, **kwargs)``, and its recipe (None where the call is not repeatable).
+    ``tensors`` are the call's tensor arguments with their stack positions; ``count`` is
+    the number of stack arguments."""
+    if not tuning.cacheable():
+        return kernel(*args, **kwargs), None
+    # a wrapped number (a Python scalar ATen made a 0-d tensor) reaches Python as a number
+    tensors = [(i, t) for i, t in tensors if isinstance(t, torch.Tensor)]
+    benchmarks = tuning.benchmarks_run
+    device_type = next((t.device.type for _, t in tensors if t.device.type != "cpu"), "cpu")
+    observer = _Observer(device_type)
+    previous_launches, previous_impure = recording.native, recording.impure
+    recording.native, recording.impure = [], False
+    unhook = _watch_foreign_launches()
+    try:
+        with observer:
+            result = kernel(*args, **kwargs)
+        launches, impure = recording.native, recording.impure
+    finally:
+        unhook()
+        recording.native, recording.impure = previous_launches, previous_impure
+    if impure or observer.other is not None or tuning.benchmarks_run != benchmarks:
+        return result, None
+    try:
+        return result, build(result, tensors, count, observer.allocated, launches)
+    except NotRepeatable:
+        return result, None
+
+
+def _foreign_launch(*_args: Any, **_kwargs: Any) -> None:
+    recording.impure = True
+
+
+#: launchers ignore this hook when deciding whether launch hooks are in use
+_foreign_launch.gems_marker = True  # type: ignore[attr-defined]
+
+
+def _watch_foreign_launches() -> Callable[[], None]:
+    """Mark the call impure if a kernel launches through Triton's own launcher (a kernel
+    gems did not launch through its launch cache, whose launches are not recorded); returns
+    the undo."""
+    try:
+        import triton
+
+        runtime_knobs = triton.knobs.runtime
+        hooks = runtime_knobs.launch_enter_hook
+    except AttributeError:
+        return lambda: None
+    if hasattr(hooks, "add") and hasattr(hooks, "remove"):  # a chain of hooks
+        hooks.add(_foreign_launch)
+        return lambda: hooks.remove(_foreign_launch)
+    if hooks is None:
+        runtime_knobs.launch_enter_hook = _foreign_launch
+
+        def undo() -> None:
+            if runtime_knobs.launch_enter_hook is _foreign_launch:
+                runtime_knobs.launch_enter_hook = None
+
+        return undo
+    return lambda: None  # someone else's hook: the explicit marks still apply
+
+
+def _extent(t: torch.Tensor) -> int:
+    """Bytes from ``t``'s data pointer to one past its last element."""
+    if t.numel() == 0:
+        return 0
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()) if size)
+    return (last + 1) * t.element_size()
+
+
+def build(
+    result: Any,
+    tensors: Sequence[tuple[int, torch.Tensor]],
+    count: int,
+    allocated: Sequence[torch.Tensor],
+    launches: Sequence[tuple[Any, tuple[int, int, int], tuple[Any, ...]]],
+) -> tuple[Any, ...]:
+    """The recipe of a watched call (raises :class:`NotRepeatable`)."""
+    if isinstance(result, torch.Tensor):
+        returned: list[Any] = [result]
+    elif isinstance(result, (tuple, list)) and result and all(isinstance(r, torch.Tensor) for r in result):
+        returned = list(result)
+    else:
+        raise NotRepeatable("returns something other than tensors")
+    device = next((t.device for _, t in tensors if t.device.type != "cpu" or t.dim()), None)
+    if device is None:
+        device = next((t.device for _, t in tensors), None)
+    allocations: list[tuple[Any, ...]] = []
+    # (slot, tensor) candidates for addresses: operands, then outputs, then scratch
+    operands = [(position, t) for position, t in tensors]
+    outputs: list[tuple[int, torch.Tensor]] = []
+    returns: list[int] = []
+    allocated_storages = {a.untyped_storage().data_ptr(): a for a in allocated if isinstance(a, torch.Tensor)}
+    for r in returned:
+        slot = next((position for position, t in operands if t is r), None)
+        if slot is None:
+            slot = next((s for s, t in outputs if t is r), None)
+        if slot is None:
+            storage = r.untyped_storage()
+            if (device is not None and r.device != device) or storage.data_ptr() not in allocated_storages:
+                raise NotRepeatable("returns a tensor it did not allocate")
+            if r.storage_offset() != 0 or (r.numel() and _extent(r) != storage.nbytes()):
+                raise NotRepeatable("returns a view into a larger buffer")
+            if any(o.untyped_storage().data_ptr() == storage.data_ptr() and r.numel() for _, o in outputs):
+                raise NotRepeatable("returns two views of one buffer")
+            slot = count + len(allocations)
+            allocations.append((tuple(r.shape), tuple(r.stride()), r.dtype))
+            outputs.append((slot, r))
+        returns.append(slot)
+    output_storages = {o.untyped_storage().data_ptr() for _, o in outputs if o.numel()}
+    scratch = [a for a in allocated if isinstance(a, torch.Tensor) and a.numel()
+               and a.untyped_storage().data_ptr() not in output_storages]
+    scratch_slots: dict[int, int] = {}
+
+    def slot_of(address: int) -> tuple[int, int]:
+        for slot, t in (*operands, *outputs):
+            if t.numel() and t.data_ptr() == address:
+                return slot, 0
+        for slot, t in (*operands, *outputs):
+            if t.numel() and t.data_ptr() <= address < t.data_ptr() + _extent(t):
+                return slot, address - t.data_ptr()
+        for index, a in enumerate(scratch):
+            base = a.untyped_storage().data_ptr()
+            if base <= address < base + a.untyped_storage().nbytes():
+                if a.storage_offset() != 0 or _extent(a) != a.untyped_storage().nbytes():
+                    raise NotRepeatable("scratch is a view into a larger buffer")
+                if index not in scratch_slots:
+                    scratch_slots[index] = count + len(allocations)
+                    allocations.append((tuple(a.shape), tuple(a.stride()), a.dtype))
+                return scratch_slots[index], address - a.data_ptr()
+        raise NotRepeatable("a launch reads or writes memory the call does not own")
+
+    steps = []
+    for go, grid, args in launches:
+        spec = getattr(go, "native", None)
+        if spec is None:
+            raise NotRepeatable("a launch the native layer cannot make")
+        function, block, shared, codes, keep = spec
+        values = [args[i] for i in keep] if keep is not None else list(args[: len(codes)])
+        values += [None] * (len(codes) - len(values))  # the launcher's trailing scratch pointers
+        described = []
+        for code, value in zip(codes, values):
+            if code == "O":
+                if value is None:
+                    described.append((KINDS["null"], 0, 0, 0))
+                    continue
+                address = value.data_ptr() if isinstance(value, torch.Tensor) else int(value)
+                if address == 0:
+                    described.append((KINDS["null"], 0, 0, 0))
+                    continue
+                slot, offset = slot_of(address)
+                described.append((KINDS["pointer"], slot, offset, 0))
+            else:
+                kind = _CODE_KINDS.get(code)
+                if kind is None or isinstance(value, torch.Tensor):
+                    raise NotRepeatable(f"a launch argument of type {code!r}")
+                number = float(value) if kind in ("f32", "f64") else int(value)
+                described.append((KINDS[kind], 0, 0, number))
+        steps.append((function, grid[0], grid[1], grid[2], block, shared, tuple(described)))
+    return (tuple(allocations), tuple(steps), tuple(returns))

@@ -1,0 +1,296 @@
+"""The native dispatch layer (gems_core/native): keys, recipes, replay, check mode.
+
+Without a GPU the layer's launches are recorded instead of made (``set_fake_launches``), on
+a test operator registered on the CPU key; on a CUDA machine the real ops are checked for
+repeated calls with new data.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gems_core
+from gems_core import native
+from gems_core.launch_cache import recording
+from gems_core.native import recorder
+from gems_core.native.recorder import KINDS, NotRepeatable, build, record_call
+
+layer = native.load(quiet=True)
+needs_layer = pytest.mark.skipif(layer is None, reason=f"native layer not built: {native.problem()}")
+
+_lib = torch.library.Library("gems_native_test", "DEF")
+_lib.define("twice(Tensor x, float s, *, int k=3) -> Tensor")
+_lib.define("pair(Tensor(a!) x, Tensor y) -> (Tensor(a!), Tensor)")
+_lib.define("bump(Tensor(a!) x) -> Tensor(a!)")
+_lib.define("fails(Tensor x) -> Tensor")
+
+
+def _launcher(function: int, codes: str, keep: tuple[int, ...]):  # type: ignore[no-untyped-def]
+    def go(*_args):  # type: ignore[no-untyped-def]
+        raise AssertionError("a fake launcher is never called")
+
+    go.native = (function, 128, 0, codes, keep)
+    return go
+
+
+TWICE = _launcher(1234, "OOifO", (0, 1, 2, 3))
+calls: list[tuple] = []
+
+
+def twice(x: torch.Tensor, s: float, *, k: int = 3) -> torch.Tensor:
+    calls.append((tuple(x.shape), s, k))
+    out = torch.empty_like(x)
+    if recording.native is not None:
+        recording.native.append((TWICE, (x.numel(), 1, 1), (x, out, x.numel(), s, 7)))
+    return out
+
+
+@pytest.fixture
+def fake():  # type: ignore[no-untyped-def]
+    layer.set_fake_launches(True)
+    layer.take_launch_log()
+    registrations = []
+
+    def register(name, fn):  # type: ignore[no-untyped-def]
+        reg = layer.Registration("gems_native_test", "CPU")
+        reg.impl(name, fn, record_call, 16)
+        registrations.append(reg)
+        return reg
+
+    yield register
+    for reg in registrations:
+        reg.close()
+    layer.set_fake_launches(False)
+    layer.set_check(False)
+    layer.take_launch_log()
+
+
+@needs_layer
+def test_second_call_is_recorded_and_later_calls_replay(fake):  # type: ignore[no-untyped-def]
+    reg = fake("twice", twice)
+    calls.clear()
+    x = torch.randn(4, 3)
+    outs = [torch.ops.gems_native_test.twice(x, 0.5) for _ in range(4)]
+    stats = reg.stats()[0]
+    assert (stats["python_calls"], stats["recorded"], stats["hits"], stats["recipes"]) == (2, 1, 2, 1)
+    assert len(calls) == 2  # the Python kernel ran for the first two calls only
+    log = layer.take_launch_log()
+    assert len(log) == 2
+    for (op, function, grid, block, shared, _stream, args), out in zip(log, outs[2:]):
+        assert (op, function, grid, block, shared) == ("twice", 1234, (12, 1, 1), 128, 0)
+        # operand, the fresh output, the numbers, the unused trailing pointer as null
+        assert args == [x.data_ptr(), out.data_ptr(), 12, 0.5, 0]
+    for out in outs:
+        assert out.shape == x.shape and out.stride() == x.stride() and out.dtype == x.dtype
+    assert len({o.data_ptr() for o in outs[2:]}) == 2 or outs[2].data_ptr() != x.data_ptr()
+
+
+@needs_layer
+def test_keys_separate_what_the_python_path_depends_on(fake):  # type: ignore[no-untyped-def]
+    reg = fake("twice", twice)
+    calls.clear()
+    base = torch.randn(6, 4)
+    variants = [
+        (base, 0.5, 3),
+        (base, 0.25, 3),  # another number
+        (base, 0.5, 4),  # another keyword value
+        (base.t(), 0.5, 3),  # other strides
+        (base[:3], 0.5, 3),  # another shape
+        (base.double(), 0.5, 3),  # another dtype
+        (base.flatten()[1:].view(1, 23), 0.5, 3),  # misaligned data pointer
+    ]
+    for x, s, k in variants:
+        for _ in range(3):
+            torch.ops.gems_native_test.twice(x, s, k=k)
+    stats = reg.stats()[0]
+    assert stats["recipes"] == len(variants)
+    assert stats["hits"] == len(variants)
+    assert len(calls) == 2 * len(variants)
+    log = layer.take_launch_log()
+    assert [entry[6][3] for entry in log] == [0.5, 0.25, 0.5, 0.5, 0.5, 0.5, 0.5]
+
+
+@needs_layer
+def test_arguments_reach_python_as_pytorch_passes_them(fake):  # type: ignore[no-untyped-def]
+    seen = []
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append((len(args), sorted(kwargs)))
+        return torch.empty_like(args[0])
+
+    fake("twice", spy)
+    x = torch.randn(3)
+    torch.ops.gems_native_test.twice(x, 2.0)
+    torch.ops.gems_native_test.twice(x, 2.0, k=5)
+    assert seen == [(2, []), (2, ["k"])]  # defaulted keyword arguments are left out
+
+
+@needs_layer
+def test_python_exceptions_keep_their_type(fake):  # type: ignore[no-untyped-def]
+    def fails(x):  # type: ignore[no-untyped-def]
+        raise IndexError("index 9 is out of bounds")
+
+    fake("fails", fails)
+    for _ in range(3):  # also on the recorded (second) call
+        with pytest.raises(IndexError, match="out of bounds"):
+            torch.ops.gems_native_test.fails(torch.randn(2))
+
+
+@needs_layer
+def test_in_place_and_tuple_results(fake):  # type: ignore[no-untyped-def]
+    go = _launcher(77, "OOOi", (0, 1, 2, 3))
+
+    def pair(x, y):  # type: ignore[no-untyped-def]
+        extra = torch.empty(y.shape[0], 2, dtype=torch.int64)
+        if recording.native is not None:
+            recording.native.append((go, (1, 1, 1), (x, y[1:], extra, 5)))
+        return x, extra
+
+    reg = fake("pair", pair)
+    x, y = torch.randn(5), torch.randn(4)
+    results = [torch.ops.gems_native_test.pair(x, y) for _ in range(3)]
+    assert reg.stats()[0]["hits"] == 1
+    first, extra = results[2]
+    assert first is x or first.data_ptr() == x.data_ptr()  # the operand itself comes back
+    assert extra.shape == (4, 2) and extra.dtype == torch.int64 and extra.stride() == (2, 1)
+    (_, _, _, _, _, _, args), = layer.take_launch_log()
+    # y[1:] is y's address plus one float32; the scratch-free output is the new tensor
+    assert args == [x.data_ptr(), y.data_ptr() + 4, extra.data_ptr(), 5]
+
+
+@needs_layer
+def test_calls_that_do_more_than_launch_are_not_recorded(fake):  # type: ignore[no-untyped-def]
+    def impure(x):  # type: ignore[no-untyped-def]
+        out = torch.empty_like(x)
+        out.copy_(x)  # work outside a kernel: a recipe would skip it
+        return out
+
+    reg = fake("fails", impure)
+    x = torch.randn(3)
+    for _ in range(4):
+        assert torch.equal(torch.ops.gems_native_test.fails(x), x)
+    stats = reg.stats()[0]
+    # recorded once (the second call), refused, and left to Python from then on
+    assert stats["recipes"] == 0 and stats["hits"] == 0 and stats["refused"] == 1 and stats["recorded"] == 0
+
+
+@needs_layer
+def test_aten_fallback_and_interpreted_launches_are_not_recorded(fake):  # type: ignore[no-untyped-def]
+    def falls_back(x):  # type: ignore[no-untyped-def]
+        recording.impure = True  # what gems' ATen fallback marks
+        return torch.empty_like(x)
+
+    reg = fake("fails", falls_back)
+    for _ in range(4):
+        torch.ops.gems_native_test.fails(torch.randn(3))
+    assert reg.stats()[0]["recipes"] == 0
+
+
+@needs_layer
+def test_check_mode_catches_a_recipe_that_misses_work(fake):  # type: ignore[no-untyped-def]
+    go = _launcher(5, "O", (0,))
+
+    def bump(x):  # type: ignore[no-untyped-def]
+        x.numpy()[...] += 1  # work the recorder cannot see (it sees ATen ops and launches)
+        if recording.native is not None:
+            recording.native.append((go, (1, 1, 1), (x,)))
+        return x
+
+    layer.set_check(True)
+    fake("bump", bump)
+    x = torch.zeros(3)
+    with pytest.raises(RuntimeError, match="gems native check: bump"):
+        torch.ops.gems_native_test.bump(x)
+
+
+def test_build_maps_addresses_to_operands_outputs_and_scratch():
+    x = torch.randn(8)
+    out = torch.empty(4)
+    scratch = torch.empty(2, 3)
+    go = _launcher(9, "OOOOlf", (0, 1, 2, 3, 4, 5))
+    recipe = build(out, [(0, x)], 2, [out, scratch],
+                   [(go, (2, 1, 1), (x[2:], out, scratch.data_ptr() + 4, None, 2**40, 1.5))])
+    allocations, steps, returns = recipe
+    assert allocations == (((4,), (1,), torch.float32), ((2, 3), (3, 1), torch.float32))
+    assert returns == (2,)
+    (function, gx, gy, gz, block, shared, args), = steps
+    assert (function, gx, gy, gz, block, shared) == (9, 2, 1, 1, 128, 0)
+    assert args == ((KINDS["pointer"], 0, 8, 0), (KINDS["pointer"], 2, 0, 0), (KINDS["pointer"], 3, 4, 0),
+                    (KINDS["null"], 0, 0, 0), (KINDS["i64"], 0, 0, 2**40), (KINDS["f32"], 0, 0, 1.5))
+
+
+def test_build_refuses_what_it_cannot_repeat():
+    x = torch.randn(8)
+    go = _launcher(9, "OO", (0, 1))
+    stranger = torch.randn(8)
+    with pytest.raises(NotRepeatable, match="does not own"):
+        build(x, [(0, x)], 1, [], [(go, (1, 1, 1), (x, stranger))])
+    with pytest.raises(NotRepeatable, match="did not allocate"):
+        build(stranger, [(0, x)], 1, [], [])
+    big = torch.empty(16)
+    with pytest.raises(NotRepeatable, match="view into a larger buffer"):
+        build(big[:8], [(0, x)], 1, [big], [])
+    with pytest.raises(NotRepeatable, match="cannot make"):
+        build(x, [(0, x)], 1, [], [(lambda *a: None, (1, 1, 1), (x,))])
+    with pytest.raises(NotRepeatable, match="other than tensors"):
+        build(3, [(0, x)], 1, [], [])
+
+
+def test_observer_flags_device_work_but_not_host_arithmetic():
+    observer = recorder._Observer("cpu")
+    with observer:
+        torch.empty(3).t()
+    assert observer.other is None and len(observer.allocated) == 1
+    with observer:
+        torch.ones(2) + 1
+    assert observer.other is not None
+    device_observer = recorder._Observer("cuda")
+    with device_observer:
+        torch.tensor(0.1, dtype=torch.float64).to(torch.float16).item()
+    assert device_observer.other is None  # CPU-only arithmetic cannot touch device memory
+
+
+@needs_layer
+def test_real_ops_through_the_layer_on_this_backend(monkeypatch):  # type: ignore[no-untyped-def]
+    """With the layer in front of gems' kernels (forced on the CPU interpreter, where calls
+    are never replayed; on a GPU, where they are) repeated calls stay correct."""
+    if gems_core.device == "cpu":
+        monkeypatch.setenv("GEMS_NATIVE", "force")
+    device = gems_core.device
+    torch.manual_seed(0)
+    with gems_core.use_gems(include=["add.Tensor", "sum", "_softmax", "mul.Tensor"]):
+        for _ in range(4):
+            a = torch.randn(33, 17, device=device)
+            b = torch.randn(17, device=device)
+            expected = a.double() + b.double()
+            torch.testing.assert_close((a + b).double(), expected)
+            torch.testing.assert_close((a.t() * 2).double(), a.t().double() * 2)
+            torch.testing.assert_close(a.sum().double(), a.double().sum(), rtol=1e-5, atol=1e-4)
+            torch.testing.assert_close(torch.softmax(a, -1).double(), torch.softmax(a.double(), -1),
+                                       rtol=1e-5, atol=1e-6)
+            empty = torch.empty(0, 5, device=device)
+            assert (empty + empty).shape == (0, 5)
+        stats = gems_core.dispatch.native_stats()
+    assert {s["op"] for s in stats} >= {"add.Tensor", "sum"}
+    if device == "cuda":
+        assert sum(s["hits"] for s in stats) > 0
+
+
+@needs_layer
+def test_launches_through_tritons_own_launcher_make_a_call_unrepeatable(fake):  # type: ignore[no-untyped-def]
+    import triton
+
+    def jit_launch(x):  # type: ignore[no-untyped-def]
+        out = torch.empty_like(x)
+        triton.knobs.runtime.launch_enter_hook(None)  # what Triton's launcher calls per launch
+        return out
+
+    reg = fake("fails", jit_launch)
+    for _ in range(4):
+        torch.ops.gems_native_test.fails(torch.randn(3))
+    assert reg.stats()[0]["recipes"] == 0
+    # the recorder's marker does not stop compiled kernels from using PyTorch's launcher
+    from gems_core.launch_cache import _hook_in_use
+
+    assert not _hook_in_use(triton.knobs.runtime.launch_enter_hook)
