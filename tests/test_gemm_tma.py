@@ -99,9 +99,11 @@ def test_variant_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     assert mm.variant(*big, torch.float64) == "general"
     assert mm.variant(64, 4096, 4096, torch.bfloat16) == "decode"
     assert mm.variant(1, 4096, 4096, torch.bfloat16) == "gemv"
-    # the size bound: M * N * K >= 2^32
-    assert mm.variant(1024, 2048, 2048, torch.bfloat16) == "tma"
-    assert mm.variant(1024, 2048, 2047, torch.bfloat16) == "general"
+    # the size window: 2^36 <= M * N * K < 2^39
+    assert mm.variant(2048, 14336, 4096, torch.bfloat16) == "tma"
+    assert mm.variant(4096, 4096, 4095, torch.bfloat16) == "general"  # just below 2^36
+    assert mm.variant(1024, 4096, 4096, torch.bfloat16) == "general"  # a 1024-token prefill
+    assert mm.variant(8192, 8192, 8192, torch.bfloat16) == "general"  # 2^39: the tiled kernel
     monkeypatch.setenv("GEMS_MM_TMA", "force")
     assert mm.variant(65, 16, 16, torch.bfloat16) == "tma"
     monkeypatch.setenv("GEMS_MM_TMA", "0")

@@ -36,8 +36,8 @@ each element of C is written, so ``out`` may be addmm's input itself.
 Scope. fp16 and bf16 only: fp32 products follow torch's matmul precision (IEEE by default,
 see gemm_common._input_precision), which the tensor cores do not compute, and tf32 wgmma
 reads no transposed operand; fp64 has no tensor-core path. Products are taken when they are
-large enough that the kernel's throughput matters more than its host cost (:data:`MIN_WORK`,
-a first estimate): the launch goes through Triton's own ``kernel[grid]`` path (the
+large enough that the kernel's throughput matters more than its host cost, and not so large
+that the tiled kernel measured faster (:data:`MIN_WORK`, :data:`MAX_WORK`): the launch goes through Triton's own ``kernel[grid]`` path (the
 descriptors are new objects per call), whose Python binding of the arguments a product of
 hundreds of microseconds hides, and such calls are not replayed by mm.py's launch plans.
 Everything else keeps the other variants.
@@ -62,7 +62,7 @@ import triton.language as tl
 
 from .. import runtime
 from ..contract import KernelConfig
-from ..launch_cache import KernelCompileError, LaunchCache
+from ..launch_cache import KernelCompileError, LaunchCache, recording
 from ..tuning import Tunable
 from .gemm_common import _bucket, _needs_int64, store_epilogue
 
@@ -92,10 +92,14 @@ MM_TMA = Tunable(
     "(TMA) in BLOCK_K steps",
 )
 
-#: the smallest M * N * K that takes this kernel (2^32: e.g. 1024 x 2048 x 2048, ~15 us of
-#: bf16 tensor-core work on an H100); below it the tiled kernel's shorter host path wins.
-#: A first estimate, to be settled by measurement (GEMS_MM_TMA=force lifts it).
-MIN_WORK = 1 << 32
+#: the products that take this kernel: MIN_WORK <= M * N * K < MAX_WORK. Measured on an
+#: H200 (docs/measurements.md, session 4): the TMA kernel was ahead of the tiled one only at
+#: 2048 x 14336 x 4096 (x0.96-0.98 vs x0.90 cuBLAS) and behind at 8192^3 (x0.88 vs x0.96);
+#: below 2^36 its host path (Triton's launcher, new descriptors per call, no native replay)
+#: cost a Llama prefill of 1024 tokens 18.5 ms against 8.1 ms with the tiled kernel.
+#: GEMS_MM_TMA=force lifts both bounds.
+MIN_WORK = 1 << 36
+MAX_WORK = 1 << 39
 #: operand dtypes served
 DTYPES = (torch.float16, torch.bfloat16)
 
@@ -190,7 +194,8 @@ def turn_off_tma(reason: str) -> None:
 
 def _mode() -> str:
     """``GEMS_MM_TMA``: "0" turns the variant off, "force" takes it for every product it
-    can serve whatever the size; anything else (the default) for products of MIN_WORK."""
+    can serve whatever the size; anything else (the default) for products from MIN_WORK up
+    to MAX_WORK."""
     if turned_off is not None:
         return "off"
     value = os.environ.get("GEMS_MM_TMA", "1").strip().lower()
@@ -270,7 +275,7 @@ def tma_applies(
     mode = _mode()
     if mode == "off":
         return False
-    if mode == "auto" and M * N * K < MIN_WORK and not runtime.current().compile_only:
+    if mode == "auto" and not MIN_WORK <= M * N * K < MAX_WORK and not runtime.current().compile_only:
         return False
     if a is not None and not describable(a):
         return False
@@ -377,6 +382,9 @@ def _run(
         if result.error is not None:
             raise KernelCompileError(f"mm_tma: {result.error}")
         return
+    # Triton's own launcher (host tensor descriptors): not a launch the native dispatch
+    # layer can repeat
+    recording.impure = True
     launch = _mm_tma_kernel[grid]
     key = (device.index, args[0].base.dtype, tuple(constexprs.items()), config.describe(),
            repr(sorted(options.items())))
