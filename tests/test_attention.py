@@ -40,6 +40,15 @@ def _spy(monkeypatch: pytest.MonkeyPatch, module_name: str, name: str) -> list[t
     return grids
 
 
+def _attention() -> Any:
+    """gems_core.ops.attention, imported after the backend is selected (its kernels are
+    defined for the interpreter or the compiler at import)."""
+    load_ops()
+    from gems_core.ops import attention
+
+    return attention
+
+
 def _inputs(b: int, h: int, hkv: int, lq: int, s: int, e: int, ev: int | None = None,
             dtype: torch.dtype = torch.float32, seed: int = 0) -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
@@ -115,11 +124,14 @@ OUT_TOLERANCE = (2e-6, 2e-5)
 SMALL_DECODE_BLOCKS = KernelConfig({"BLOCK_N": 16})
 
 
-def test_decode_splits_the_keys_and_combines(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("merge", ["fused", "kernel"])
+def test_decode_splits_the_keys_and_combines(merge: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """One query per head over 70 keys, 16 at a time, 4 programs (batch x key/value head)
-    on the interpreter's 8 compute units: 4 splits would make two waves, but 5 key blocks
-    allow 2 splits of at least two blocks (3 blocks, then 2 with the last one short); then
-    one combining program per query row."""
+    on the interpreter's 8 compute units x 5 resident programs: 5 key blocks allow at most
+    5 splits, which fill the 40 slots best, so 5 splits of one block (the last one short).
+    The splits are merged by the last one to finish in each row block (fused) or by a
+    combining program per row block (kernel)."""
+    monkeypatch.setenv("GEMS_DECODE_MERGE", merge)
     decode = _spy(monkeypatch, "attention", "_decode")
     combine = _spy(monkeypatch, "attention", "_combine")
     forward = _spy(monkeypatch, "attention", "_forward")
@@ -127,17 +139,29 @@ def test_decode_splits_the_keys_and_combines(monkeypatch: pytest.MonkeyPatch) ->
     mask = torch.rand(2, 1, 1, 70) > 0.3
     with _forcing(attention_decode=SMALL_DECODE_BLOCKS), gems_core.use_gems(include=OPS):
         got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    assert decode == [(4, 2)] and combine == [(4,)] and not forward
+    assert decode == [(4, 5)] and combine == ([(4,)] if merge == "kernel" else []) and not forward
     torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
 
 
-def test_decode_with_one_split_writes_the_output_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("shape", [(None, 8, 4, 1, 27), (1, 4, 1, 1, 13)], ids=["programs fill the chip", "one key block"])
+def test_decode_with_one_split_writes_the_output_itself(shape: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Enough programs to fill 0.8 of the chip's slots (the interpreter's 8 units x 5
+    programs: batch 8 of 4 key/value heads) take no split; 13 keys are one block."""
+    attention = _attention()
+
     decode = _spy(monkeypatch, "attention", "_decode")
     combine = _spy(monkeypatch, "attention", "_combine")
-    q, k, v = _inputs(1, 4, 1, 1, 27, 16)  # 2 key blocks: one split
+    b, h, hkv, lq, s = shape
+    if b is None:
+        blocks = {"BLOCK_D": 16, "BLOCK_DV": 16, "INPUT_PRECISION": "ieee"}
+        tile = attention._decode_tile_bytes(torch.float32, 16, blocks, False, SMALL_DECODE_BLOCKS)
+        slots = runtime.compute_units("cpu", None) * attention.decode_resident(
+            SMALL_DECODE_BLOCKS, tile, runtime.current().limits.shared_memory_per_block)
+        b = -(-int(attention._DECODE_ONE_SPLIT * slots) // hkv)
+    q, k, v = _inputs(b, h, hkv, lq, s, 16)
     with _forcing(attention_decode=SMALL_DECODE_BLOCKS), gems_core.use_gems(include=OPS):
         got = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-    assert decode == [(1, 1)] and not combine
+    assert decode == [(b * hkv, 1)] and not combine
     torch.testing.assert_close(got.double(), _reference(q, k, v, enable_gqa=True), atol=OUT_TOLERANCE[0],
                                rtol=OUT_TOLERANCE[1])
 
@@ -200,22 +224,142 @@ def test_decode_row_that_attends_nothing_gives_zeros() -> None:
 
 
 def test_decode_splits_fill_the_chip() -> None:
-    """Decode split counts on an H100 (132 SMs) for the batch-8, 8-key/value-head benchmark
-    (64 programs per split): two waves is 4.1 splits, and 4 leaves the last wave fuller
-    than 5. Large batches need no split, few programs get many, short key ranges few."""
-    from gems_core.ops.attention import decode_splits
+    """Decode split counts for the batch-8, 8-key/value-head benchmark (64 programs per
+    split) on an H100/H200 (132 SMs) with 3 programs resident per SM (396 slots): 6 splits
+    fill the slots to 97 % (5 would leave 19 % empty); 512 keys in 64-key blocks allow 4
+    (2 blocks each). Batch 1 (8 programs) over 8192 keys takes 43 splits of 3 blocks (86 %),
+    the fewest within 0.85 of the best fill; many programs take no split."""
+    decode_splits = _attention().decode_splits
 
-    assert decode_splits(64, 512, 64, 132) == (4, 128)
-    assert decode_splits(64, 8192, 64, 132) == (4, 2048)
-    assert decode_splits(64, 8192 + 17, 128, 132) == (4, 2176)
-    assert decode_splits(256, 8192, 64, 132) == (1, 8192)
-    assert decode_splits(8, 8192, 64, 132) == (32, 256)  # 33 asked for, whole blocks give 32
-    assert decode_splits(8, 200, 64, 132) == (2, 128)  # at least two blocks per split
-    assert decode_splits(1, 100, 64, 132) == (1, 128)
+    assert decode_splits(64, 512, 64, 396) == (4, 128)
+    assert decode_splits(64, 2048, 64, 396) == (6, 384)
+    assert decode_splits(64, 8192, 64, 396) == (6, 1408)
+    assert decode_splits(64, 8192 + 17, 128, 396) == (6, 1408)
+    assert decode_splits(8, 8192, 64, 396) == (43, 192)
+    assert decode_splits(8, 512, 64, 396) == (8, 64)
+    assert decode_splits(320, 8192, 64, 396) == (1, 8192)  # 0.8 of the slots: one split
+    assert decode_splits(1, 100, 128, 396) == (1, 128)  # one block
     for programs in (1, 3, 8, 64, 100, 500):
         for keys in (1, 63, 64, 65, 1000, 4097, 100_000):
-            splits, per = decode_splits(programs, keys, 64, 132)
+            splits, per = decode_splits(programs, keys, 64, 396)
             assert per % 64 == 0 and (splits - 1) * per < keys <= splits * per  # none empty
+            assert splits <= 64
+
+
+def test_decode_resident_programs() -> None:
+    """Programs a compute unit holds: by shared memory (228 KiB an H100 SM, 1 KiB reserved
+    per program) and by warps (20 a unit)."""
+    decode_resident = _attention().decode_resident
+
+    kib = 1024
+    assert decode_resident(KernelConfig({"BLOCK_N": 64}, num_warps=4, num_stages=2), 68 * kib, 227 * kib) == 3
+    assert decode_resident(KernelConfig({"BLOCK_N": 64}, num_warps=4, num_stages=3), 100 * kib, 227 * kib) == 2
+    assert decode_resident(KernelConfig({"BLOCK_N": 32}, num_warps=1, num_stages=2), 20 * kib, 227 * kib) == 10
+    assert decode_resident(KernelConfig({"BLOCK_N": 32}, num_warps=8, num_stages=2), 20 * kib, 227 * kib) == 2
+    assert decode_resident(KernelConfig({"BLOCK_N": 128}, num_warps=4, num_stages=4), 300 * kib, 227 * kib) == 1
+
+
+def _decode_tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    return {torch.float32: OUT_TOLERANCE, torch.float16: (2e-3, 2e-3), torch.bfloat16: (2e-2, 2e-2)}[dtype]
+
+
+def _skip_gated(dtype: torch.dtype) -> None:
+    """The interpreter's tl.dot reads bf16 operands wrong (the cpu backend leaves bf16
+    attention to ATen for it): bf16 runs on a chip only."""
+    if dtype == torch.bfloat16 and runtime.current().interpreter:
+        pytest.skip("bf16 tl.dot is wrong in the Triton interpreter (bf16 attention runs on chips only)")
+
+
+#: (B, H, HKV, L, S, forced splits): GQA groups of 4 and 8 and MHA, key lengths that are
+#: not multiples of 16, one split, several, and as many as key blocks; a 72-row group (two
+#: row blocks of 64, merged two splits at a time)
+FORCED_SPLITS = {
+    "gqa 4, 3 splits": (2, 8, 2, 1, 45, 3),
+    "gqa 4, a split per block": (1, 8, 2, 1, 61, 4),
+    "gqa 8, 1 split": (1, 8, 1, 1, 50, 1),
+    "mha, 2 splits": (2, 3, 3, 1, 33, 2),
+    "gqa 8, 9 queries, 3 splits": (1, 8, 1, 9, 40, 3),
+}
+
+
+@pytest.mark.parametrize("merge", ["fused", "kernel"])
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "float"])
+@pytest.mark.parametrize("name", sorted(FORCED_SPLITS))
+def test_decode_forced_splits_match_float64_aten(name: str, mask_kind: str, merge: str) -> None:
+    """Every split count and both merges through :func:`decode_plan` (the tool's entry
+    point), twice: the fused merge's counters are zero again after each launch."""
+    attention = _attention()
+
+    b, h, hkv, lq, s, splits = FORCED_SPLITS[name]
+    q, k, v = _inputs(b, h, hkv, lq, s, 16, ev=24, seed=s)
+    mask = _decode_mask(mask_kind, b, h, lq, s)
+    plan = attention.decode_plan(q, k, v, mask, config=SMALL_DECODE_BLOCKS, splits=splits, merge=merge)
+    assert plan.splits == splits and plan.merge == (0 if splits == 1 else 2 if merge == "fused" else 1)
+    kwargs: dict[str, Any] = {"enable_gqa": h != hkv}
+    if mask is not None:
+        kwargs["attn_mask"] = mask
+    expected = _reference(q, k, v, **kwargs)
+    for _ in range(2):
+        got = plan(q, k, v, mask)
+        torch.testing.assert_close(got.double(), expected, atol=OUT_TOLERANCE[0], rtol=OUT_TOLERANCE[1])
+    assert all(not counts.any() for counts in attention._merge_counts.values())
+
+
+@pytest.mark.parametrize("merge", ["fused", "kernel"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_decode_dtypes_match_float64_aten(dtype: torch.dtype, merge: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's layout at a small size (GQA 4, head dim 128, one query) in each dtype:
+    4 programs on the interpreter's 8 x 4 slots, 83 keys split 6 ways."""
+    _skip_gated(dtype)
+    monkeypatch.setenv("GEMS_DECODE_MERGE", merge)
+    decode = _spy(monkeypatch, "attention", "_decode")
+    q, k, v = _inputs(2, 8, 2, 1, 83, 128, dtype=dtype, seed=5)
+    with _forcing(attention_decode=SMALL_DECODE_BLOCKS), gems_core.use_gems(include=OPS):
+        got = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    assert decode == [(4, 6)] and got.dtype == dtype
+    atol, rtol = _decode_tolerance(dtype)
+    torch.testing.assert_close(got.double(), _reference(q, k, v, enable_gqa=True), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "float"])
+@pytest.mark.parametrize("three_d", [False, True], ids=["4-D", "3-D"])
+def test_decode_repeat_calls_replay_the_plan(mask_kind: str, three_d: bool) -> None:
+    """A decode call without gradients keeps its launches for its signature: the second call
+    of a signature replays them (no new plan), with new data in the same layout."""
+    attention = _attention()
+
+    attention._decode_plans.clear()
+    b, h, hkv, lq, s = (2, 4, 1, 1, 70) if not three_d else (3, 1, 1, 2, 70)
+    calls = []
+    for seed in (1, 2, 3):
+        q, k, v = _inputs(b, h, hkv, lq, s, 16, seed=seed)
+        mask = _decode_mask(mask_kind, b, h, lq, s)
+        if three_d:
+            q, k, v = q[:, 0], k[:, 0], v[:, 0]
+            mask = None if mask is None else mask[:, 0] if mask.dim() == 4 else mask[0]
+        calls.append((q, k, v, mask))
+    stores = attention._decode_plans.stores
+    with gems_core.use_gems(include=OPS):
+        for q, k, v, mask in calls:
+            got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=not three_d)
+            expected = _reference(q, k, v, attn_mask=mask, enable_gqa=not three_d)
+            torch.testing.assert_close(got.double(), expected, atol=OUT_TOLERANCE[0], rtol=OUT_TOLERANCE[1])
+            assert got.shape == expected.shape
+    assert attention._decode_plans.stores == stores + 1 and len(attention._decode_plans) == 1
+
+
+def test_decode_plan_is_not_used_when_gradients_are_needed() -> None:
+    attention = _attention()
+
+    attention._decode_plans.clear()
+    q, k, v = _inputs(1, 4, 2, 1, 40, 16)
+    with gems_core.use_gems(include=OPS):
+        F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        assert len(attention._decode_plans) == 1
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = F.scaled_dot_product_attention(*leaves, enable_gqa=True)
+        out.sum().backward()
+    assert out.grad_fn is not None and all(t.grad is not None for t in leaves)
 
 
 #: prefill with 16-row, 16- or 32-key blocks, so that tiny shapes have several query blocks,

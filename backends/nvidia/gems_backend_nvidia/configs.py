@@ -108,8 +108,17 @@ _HOPPER_DECODE: dict[str, list[KernelConfig]] = {
 # attention op tries only the configs that fit the chip for the call's dtype, head dims and
 # mask (fp32, head dim 256 and masks need more). Prefill: 128 query rows over two warp
 # groups, keys 64 or 128 at a time in 2-4 stages; 64-row tiles for short sequences and as
-# the fallback. Decode is memory-bound: the Q tile of a GQA group is small (16 rows), the
-# K/V block and pipeline depth are what is tuned.
+# the fallback.
+#
+# Decode (a GQA group's rows padded to 16, so mma.sync rather than wgmma) is memory-bound:
+# what is tuned is the bytes each program has in flight against how many programs an SM
+# holds. Its pipeliner keeps num_stages - 1 K/V buffers (num_stages 2: the next block is
+# loaded only after the current one is used, no overlap within a program), so shared
+# memory is 4 KB (Q) + (stages - 1) x BLOCK_N x 512 B + the probabilities (sm_90 compiles,
+# bf16, head dim 128); the split count follows from the programs an SM holds (shared
+# memory, ~20 warps of registers), so that the grid fills the chip once. 4-warp programs
+# split a 16-row score tile by key columns (cross-warp row max/sum each block); 1- and
+# 2-warp programs keep those in a warp but use 140-250 registers a thread.
 _HOPPER_ATTENTION: dict[str, list[KernelConfig]] = {
     "attention": [
         _tile(128, 64, 8, 3),  # 32 + 3 x 32 = 128 KB
@@ -120,15 +129,17 @@ _HOPPER_ATTENTION: dict[str, list[KernelConfig]] = {
         _tile(64, 32, 4, 2),  # 48 KB: fp32 (96 KB) and head dim 256
     ],
     "attention_decode": [
-        _keys(64, 4, 3),  # 3 x 32 + 4 = 100 KB
-        _keys(64, 4, 2),  # 68 KB
-        _keys(64, 4, 4),  # 132 KB
-        _keys(64, 8, 3),
-        _keys(64, 8, 4),
-        _keys(128, 4, 2),  # 132 KB
-        _keys(128, 4, 3),  # 196 KB
-        _keys(128, 8, 2),
-        _keys(128, 8, 3),
+        _keys(64, 4, 3),  # 70 KB: 3 an SM, one block in flight while one is used
+        _keys(64, 4, 2),  # 38 KB: 5 an SM, no overlap within a program
+        _keys(32, 4, 3),  # 37 KB: 5 an SM
+        _keys(32, 4, 4),  # 53 KB: 4 an SM
+        _keys(64, 4, 4),  # 102 KB: 2 an SM, two blocks in flight
+        _keys(128, 4, 2),  # 72 KB: 3 an SM, few long steps
+        _keys(64, 8, 3),  # 70 KB: 2 an SM (warps)
+        _keys(128, 8, 3),  # 136 KB: 1 an SM
+        _keys(32, 2, 3),  # 37 KB: 5 an SM, 2 warps
+        _keys(16, 1, 4),  # 28 KB: 7 an SM, 1 warp
+        _keys(32, 1, 3),  # 36 KB: 6 an SM, 1 warp
     ],
 }
 
