@@ -4,6 +4,7 @@
     python benchmarks/llama.py --layers 32 --json llama.json
     python benchmarks/llama.py --providers gems --decode-steps 64
     python benchmarks/llama.py --quick                  # tiny sizes (runs on the cpu backend)
+    python benchmarks/llama.py --kernels 20             # the top 20 kernels per provider and phase
 
 The model is built from torch modules on random weights (nothing downloaded): hidden 4096,
 32 query heads and 8 key/value heads of dim 128, SwiGLU MLP of 14336 (examples/llama.py's
@@ -20,6 +21,19 @@ ms (the prompt), decode ms per token (CUDA events, after a full warm-up generati
 compiles and tunes gems' kernels), the relative error (Frobenius) of the final logits
 against the ``aten`` provider's, and the share of GPU kernel time spent in Triton (gems)
 kernels over a few profiled decode steps, with the largest kernels of each kind.
+
+Which kernels lose (``--kernels N``, default 12; 0 turns it off): per provider, one more
+prefill and the ``--profile-steps`` decode steps run under torch.profiler, and each phase's
+kernels are listed by total GPU time (short name, the op they ran under, category, calls,
+total µs, µs/call, share of the phase), the top N printed, all in the JSON
+(``kernel_breakdown``). Kernels fall into categories (gemm, attention, norm,
+pointwise/activation, rotary, embedding/index, copy/cat, other) by the names of the ops
+around them (aten::linear, aten::rms_norm, aten::scaled_dot_product_attention, gems::*, a
+``rotary`` profiler label the model sets only while profiling) and by their own names:
+ATen's (cuBLAS sm90_xmma/nvjet, CUTLASS, flash, cuDNN sdpa, TensorIterator elementwise, ...)
+and gems' Triton kernels alike. A table per phase puts the providers' µs by category side
+by side (``kernel_categories``: prefill per prompt, decode per step). On the cpu backend
+the same breakdown lists CPU ops by self time instead of GPU kernels.
 """
 
 from __future__ import annotations
@@ -28,10 +42,11 @@ import argparse
 import importlib.util
 import json
 import platform
+import re
 import statistics
 import sys
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterator
@@ -69,6 +84,17 @@ Mlp = _example.Mlp
 
 # -- the model ------------------------------------------------------------------------------
 
+#: profiler labels around parts of the model that are no single op, for the kernel breakdown
+_LABELS = ("rotary",)
+
+
+def _label(name: str) -> Any:
+    """A profiler label (``torch.profiler.record_function``) while a profiler runs, nothing
+    otherwise: the timed generations do not pay for it."""
+    if torch.autograd._profiler_enabled():
+        return torch.profiler.record_function(name)
+    return nullcontext()
+
 
 class CachedAttention(nn.Module):
     """Grouped-query attention with a static KV cache of ``max_positions`` positions."""
@@ -93,7 +119,8 @@ class CachedAttention(nn.Module):
         v = self.v_proj(x).view(batch, seq, self.kv_heads, self.head_dim)
         rope = (gems_fused.apply_rotary_position_embedding if fused
                 else gems_fused.apply_rotary_position_embedding_reference)
-        q, k = rope(q, k, cos, sin, positions)
+        with _label("rotary"):
+            q, k = rope(q, k, cos, sin, positions)
         end = start + seq
         self.k_cache[:, :, start:end] = k.transpose(1, 2)
         self.v_cache[:, :, start:end] = v.transpose(1, 2)
@@ -224,36 +251,236 @@ def is_triton_kernel(name: str, known: set[str]) -> bool:
     return name in known or name.startswith("triton_")
 
 
-def kernel_share(model: CachedLlama, prompt: torch.Tensor, steps: torch.Tensor,
-                 count: int) -> dict[str, Any] | None:
-    """GPU kernel time of ``count`` decode steps by kind (Triton or other), from
-    torch.profiler; None off CUDA."""
-    if prompt.device.type != "cuda" or count <= 0:
-        return None
+# -- the kernel breakdown -------------------------------------------------------------------
+
+CATEGORIES = ("gemm", "attention", "norm", "pointwise/activation", "rotary", "embedding/index",
+              "copy/cat", "other")
+
+#: (category, pattern) over a lowercased kernel or op name, first match wins: ATen's CUDA
+#: kernels (cuBLAS/cuBLASLt, CUTLASS, FlashAttention, cuDNN, TensorIterator), gems' Triton
+#: kernels (gems_core/ops, gems_core/fused, codegen's pointwise_kernel) and, on the CPU, op
+#: names (aten::mm, gems::skip_rms_norm, ...). Attention before GEMM: flash and cuDNN kernels
+#: carry cutlass/wgmma in their names.
+_CATEGORY_PATTERNS = tuple((category, re.compile(pattern)) for category, pattern in (
+    ("rotary", r"rotary|rope\b|rope_"),
+    ("attention", r"flash|fmha|attention|attn|sdpa|softmax"),
+    ("norm", r"norm(?!al)"),
+    ("gemm", r"gemm|gemv|cutlass|cublas|xmma|nvjet|wgmma|matmul|_mm_|\bmm_|bmm|split_?k"
+             r"|^aten::(mm|addmm|bmm|baddbmm|linear)$"),
+    ("embedding/index", r"embedding|index|gather|scatter|arange"),
+    ("copy/cat", r"copy|memcpy|memset|(^|::|_)cat(\b|_|array)|concat|clone|contiguous"
+                 r"|^aten::(to|expand_as|repeat_interleave)$"),
+    ("pointwise/activation", r"elementwise|pointwise|functor|silu|gelu|relu|sigmoid|tanh|activation"
+                             r"|^aten::(add|sub|mul|div|neg|rsqrt|sqrt|exp|pow|where|clamp|fill|"
+                             r"reciprocal|cos|sin|masked_fill|type_as)_?$"),
+))
+
+#: categories that say what a kernel is (a GEMM) but not which part of the model it serves
+#: (a copy or an elementwise kernel can be a rotary embedding's, an attention's, ...)
+_GENERIC = frozenset({"pointwise/activation", "copy/cat", "other"})
+
+
+def name_category(name: str) -> str:
+    lowered = name.lower()
+    for category, pattern in _CATEGORY_PATTERNS:
+        if pattern.search(lowered):
+            return category
+    return "other"
+
+
+def kernel_category(name: str, context: tuple[str, ...] = ()) -> str:
+    """The category of a kernel (or, on the CPU, an op) by name, given the ops (and
+    profiler labels) it ran inside, outermost first. The outermost enclosing op that names a
+    part of the model decides (aten::linear: gemm; aten::rms_norm: norm; the ``rotary``
+    label: rotary; aten::scaled_dot_product_attention: attention); without one, the kernel's
+    own name; a generic name (elementwise, copy) takes the launching op's category instead
+    (gems' pointwise_kernel under aten::copy_: copy/cat)."""
+    categories = [name_category(op) for op in context]
+    for category in categories:
+        if category not in _GENERIC:
+            return category
+    own = name_category(name)
+    if own in _GENERIC and categories and categories[-1] != "other":
+        return categories[-1]
+    return own
+
+
+_STOP_IDENTIFIERS = frozenset({
+    "gpu_kernel_impl", "gpu_kernel_impl_nocast", "BinaryFunctor", "AUnaryFunctor",
+    "BUnaryFunctor", "ReduceOp", "Kernel", "Kernel2", "device_kernel",
+})
+_INFORMATIVE = re.compile(r"Functor|Ops$|_kernel$|_cuda$")
+
+
+def short_kernel_name(name: str, width: int = 96) -> str:
+    """A C++ kernel symbol without its namespaces, argument list and most template
+    arguments: ``void at::native::vectorized_elementwise_kernel<4, at::native::
+    CUDAFunctor_add<c10::BFloat16>, ...>(...)`` -> ``vectorized_elementwise_kernel<CUDAFunctor_add>``;
+    CUTLASS's ``Kernel2<cutlass_80_..._gemm_...>`` -> its template argument. Plain names
+    (Triton kernels, cuBLAS's sm90_xmma_*, CPU ops) stay as they are; all cut to ``width``."""
+    text = name.strip()
+    if text.startswith("void "):
+        text = text[5:]
+    text = text.replace("(anonymous namespace)::", "")
+    head = re.match(r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*", text)
+    if head and text[head.end():head.end() + 1] in ("<", "("):
+        base = head.group(0).rsplit("::", 1)[-1]
+        rest = text[head.end():]
+        detail = None
+        if rest.startswith("<"):
+            qualified = re.findall(r"[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*", rest)
+            idents = [q.rsplit("::", 1)[-1] for q in qualified]
+            if base in ("Kernel", "Kernel2", "device_kernel", "kernel") and idents:
+                base = idents[0]  # CUTLASS: the template argument names the kernel
+            else:
+                detail = next((i for i in idents
+                               if i not in _STOP_IDENTIFIERS and _INFORMATIVE.search(i)), None)
+        text = f"{base}<{detail}>" if detail else base
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _op_chain(event: Any) -> tuple[str, ...]:
+    """The names of an event's enclosing CPU events (ops, profiler labels), outermost first."""
+    chain = []
+    parent = getattr(event, "cpu_parent", None)
+    while parent is not None:
+        chain.append(parent.name)
+        parent = getattr(parent, "cpu_parent", None)
+    return tuple(reversed(chain))
+
+
+def phase_records(events: Any, on_gpu: bool) -> tuple[str, list[tuple[str, tuple[str, ...], int, float]]]:
+    """(source, records) from a profiler's events: a record is (kernel name, its ops'
+    context outermost first, calls, µs). On a GPU each device kernel (and memcpy/memset),
+    attached to the op that launched it with that op's enclosing ops; a kernel the profiler
+    could not attach keeps an empty context. Elsewhere (the cpu backend) each CPU op with
+    its self time, the ops around it as its context; profiler labels are context only."""
     from torch.autograd import DeviceType
+
+    records: list[tuple[str, tuple[str, ...], int, float]] = []
+    if not on_gpu:
+        for event in events:
+            if event.device_type != DeviceType.CPU or getattr(event, "is_user_annotation", False):
+                continue
+            if event.name in _LABELS:
+                continue
+            records.append((event.name, _op_chain(event), 1, float(event.self_cpu_time_total)))
+        return "cpu ops (self time)", records
+    device_calls: dict[str, int] = {}
+    device_us: dict[str, float] = {}
+    linked_calls: dict[str, int] = {}
+    linked_us: dict[str, float] = {}
+    for event in events:
+        if event.device_type == DeviceType.CPU:
+            if getattr(event, "is_legacy", False) or not getattr(event, "kernels", None):
+                continue
+            context = _op_chain(event) + (event.name,)
+            for kernel in event.kernels:
+                if kernel.name == event.name or kernel.name in _LABELS:
+                    continue  # a label's span on the GPU's timeline, no kernel
+                records.append((kernel.name, context, 1, float(kernel.duration)))
+                linked_calls[kernel.name] = linked_calls.get(kernel.name, 0) + 1
+                linked_us[kernel.name] = linked_us.get(kernel.name, 0.0) + kernel.duration
+        elif event.device_type == DeviceType.CUDA:
+            if getattr(event, "is_user_annotation", False) or event.name in _LABELS:
+                continue
+            device_calls[event.name] = device_calls.get(event.name, 0) + 1
+            device_us[event.name] = device_us.get(event.name, 0.0) + event.time_range.elapsed_us()
+    for name, calls in device_calls.items():
+        left = calls - linked_calls.get(name, 0)
+        if left > 0:
+            records.append((name, (), left, max(device_us[name] - linked_us.get(name, 0.0), 0.0)))
+    return "gpu kernels", records
+
+
+def summarize_phase(phase: str, steps: int, source: str,
+                    records: list[tuple[str, tuple[str, ...], int, float]],
+                    known: set[str] | None) -> dict[str, Any]:
+    """The breakdown of one profiled phase: every kernel (grouped by short name and the
+    op it ran under) with calls, total µs, µs/call, share and category, sorted by time; µs
+    per category; the Triton (gems) share of the time (GPU only: ``known`` None)."""
+    groups: dict[tuple[str, str | None, str | None, str], dict[str, Any]] = {}
+    for name, context, calls, us in records:
+        op = context[0] if context else None
+        launched_by = context[-1] if context else None
+        key = (short_kernel_name(name), op, launched_by, kernel_category(name, context))
+        row = groups.get(key)
+        if row is None:
+            row = groups[key] = {
+                "kernel": key[0], "op": op, "launched_by": launched_by, "category": key[3],
+                "triton": None if known is None else is_triton_kernel(name, known),
+                "calls": 0, "total_us": 0.0,
+            }
+        row["calls"] += calls
+        row["total_us"] += us
+    total = sum(row["total_us"] for row in groups.values())
+    rows = sorted(groups.values(), key=lambda row: (-row["total_us"], row["kernel"]))
+    for row in rows:
+        row["us_per_call"] = row["total_us"] / row["calls"] if row["calls"] else 0.0
+        row["share"] = row["total_us"] / total if total else 0.0
+    categories = {c: 0.0 for c in CATEGORIES}
+    for row in rows:
+        categories[row["category"]] += row["total_us"]
+    triton_us = sum(row["total_us"] for row in rows if row["triton"])
+    return {
+        "phase": phase,
+        "steps": steps,
+        "source": source,
+        "total_us": total,
+        "us_per_step": total / steps if steps else 0.0,
+        "triton_share": (triton_us / total if total else 0.0) if known is not None else None,
+        "categories_us": categories,
+        "categories_us_per_step": {c: us / steps if steps else 0.0 for c, us in categories.items()},
+        "kernels": rows,
+    }
+
+
+def profile_phase(model: CachedLlama, prompt: torch.Tensor, steps: torch.Tensor, phase: str,
+                  count: int = 1) -> dict[str, Any] | None:
+    """Profile one prefill (``phase`` "prefill") or ``count`` decode steps after the prompt
+    (torch.profiler, CPU and, on CUDA, the GPU's activity) and summarize them by kernel and
+    category (``summarize_phase``). None for no decode steps."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for i, token in enumerate(steps[:count]):
-            model(token, prompt.shape[1] + i)
-        torch.cuda.synchronize()
-    known = triton_kernel_names()
-    per_kernel: dict[str, float] = {}
-    for event in prof.events():
-        if event.device_type == DeviceType.CUDA:
-            per_kernel[event.name] = per_kernel.get(event.name, 0.0) + event.time_range.elapsed_us()
-    triton_us = sum(t for n, t in per_kernel.items() if is_triton_kernel(n, known))
-    total_us = sum(per_kernel.values())
+    on_gpu = prompt.device.type == "cuda"
+    if phase == "decode":
+        count = min(count, len(steps))
+    else:
+        count = 1
+    if count <= 0:
+        return None
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    with profile(activities=activities) as prof:
+        if phase == "prefill":
+            model(prompt, 0)
+        else:
+            for i, token in enumerate(steps[:count]):
+                model(token, prompt.shape[1] + i)
+        if on_gpu:
+            torch.cuda.synchronize()
+    source, records = phase_records(prof.events(), on_gpu)
+    return summarize_phase(phase, count, source, records, triton_kernel_names() if on_gpu else None)
+
+
+def kernel_share(decode: dict[str, Any] | None) -> dict[str, Any] | None:
+    """GPU kernel time of the profiled decode steps by kind (Triton or other), with the
+    largest kernels of each kind; None off CUDA."""
+    if decode is None or decode["triton_share"] is None:
+        return None
+    steps = decode["steps"]
 
     def top(triton: bool) -> list[dict[str, Any]]:
-        rows = [(n, t) for n, t in per_kernel.items() if is_triton_kernel(n, known) == triton]
-        rows.sort(key=lambda row: -row[1])
-        return [{"kernel": n[:120], "us_per_step": t / count} for n, t in rows[:8]]
+        per_kernel: dict[str, float] = {}
+        for row in decode["kernels"]:
+            if row["triton"] == triton:
+                per_kernel[row["kernel"]] = per_kernel.get(row["kernel"], 0.0) + row["total_us"]
+        ranked = sorted(per_kernel.items(), key=lambda item: -item[1])[:8]
+        return [{"kernel": name, "us_per_step": us / steps} for name, us in ranked]
 
     return {
-        "steps": count,
-        "kernel_us_per_step": total_us / count,
-        "triton_share": triton_us / total_us if total_us else 0.0,
+        "steps": steps,
+        "kernel_us_per_step": decode["us_per_step"],
+        "triton_share": decode["triton_share"],
         "top_triton": top(True),
         "top_other": top(False),
     }
@@ -314,6 +541,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "aten-flash only on CUDA)")
     parser.add_argument("--repeat", type=int, default=3, help="timed generations (median)")
     parser.add_argument("--profile-steps", type=int, default=4, help="decode steps profiled")
+    parser.add_argument("--kernels", type=int, default=12, metavar="N",
+                        help="per provider, profile one more prefill and the decode steps and "
+                        "print the top N kernels of each by time and the time by category "
+                        "(0: neither, and no extra prefill)")
     parser.add_argument("--dtype", default=None, help="bfloat16 on CUDA, float32 otherwise")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true",
@@ -365,7 +596,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     decode_ms: list[float] = []
                     for _ in range(max(args.repeat, 1)):
                         logits = generate(model, prompt, steps, clock, prefill_ms, decode_ms)
-                    share = kernel_share(model, prompt, steps, args.profile_steps)
+                    breakdown: dict[str, Any] = {}
+                    if args.kernels > 0:  # one more prefill, profiled
+                        breakdown["prefill"] = profile_phase(model, prompt, steps, "prefill")
+                    decode = None
+                    if args.kernels > 0 or device.type == "cuda":
+                        decode = profile_phase(model, prompt, steps, "decode", args.profile_steps)
+                        if args.kernels > 0 and decode is not None:
+                            breakdown["decode"] = decode
+                    share = kernel_share(decode)
                     if args.host_profile:
                         folder = Path(args.host_profile)
                         folder.mkdir(parents=True, exist_ok=True)
@@ -386,6 +625,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "logits": logits,
                 "kernels": share,
                 "gems_kernel_share": share["triton_share"] if share else None,
+                "kernel_breakdown": breakdown or None,
             })
             results.append(row)
     for row in results:
@@ -412,8 +652,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "decode_steps": args.decode_steps,
         "repeat": args.repeat,
         "config": asdict(config),
+        "profile_steps": args.profile_steps,
+        "top_kernels": args.kernels,
         "results": results,
+        "kernel_categories": category_summary(results),
     }
+
+
+def category_summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per phase, each provider's kernel µs by category (decode: per step), side by side."""
+    summary: dict[str, Any] = {}
+    for phase, key in (("prefill", "categories_us"), ("decode", "categories_us_per_step")):
+        table = {}
+        for row in results:
+            data = (row.get("kernel_breakdown") or {}).get(phase)
+            if data:
+                table[row["provider"]] = dict(data[key], total=sum(data[key].values()))
+        if table:
+            summary[phase] = table
+    return summary
 
 
 def report(payload: dict[str, Any]) -> str:
@@ -439,7 +696,77 @@ def report(payload: dict[str, Any]) -> str:
             f"{num(row['decode_ms_per_token'], '15.3f')}{num(row.get('decode_tokens_per_s'), '10.1f')}"
             f"{num(row['logits_rel_error'], '16.2e')}{num(row['gems_kernel_share'], '14.1%')}"
         )
+    lines += category_report(payload)
+    for row in payload["results"]:
+        for phase in ("prefill", "decode"):
+            data = (row.get("kernel_breakdown") or {}).get(phase)
+            if data:
+                lines += kernel_report(row["provider"], data, payload.get("top_kernels") or 12)
     return "\n".join(lines)
+
+
+def _phase_note(phase: str, payload: dict[str, Any], source: str) -> str:
+    if phase == "prefill":
+        what = f"one prefill of {payload['batch']}x{payload['prompt']} tokens"
+    else:
+        what = f"per decode step, over {payload.get('profile_steps')} profiled steps"
+    return f"{what}; {source}"
+
+
+def category_report(payload: dict[str, Any]) -> list[str]:
+    """Per phase, a table of µs by category with a column per provider, and each
+    provider's ratio to aten's."""
+    lines: list[str] = []
+    for phase, table in payload.get("kernel_categories", {}).items():
+        providers = list(table)
+        source = next(
+            row["kernel_breakdown"][phase]["source"] for row in payload["results"]
+            if (row.get("kernel_breakdown") or {}).get(phase))
+        reference = table.get("aten")
+        header = f"{'category':<22}"
+        for p in providers:
+            header += f"{p + ' µs':>14}" + (f"{'x aten':>9}" if reference and p != "aten" else "")
+        lines += ["", f"{phase}, kernel time by category ({_phase_note(phase, payload, source)}):",
+                  header]
+        for category in (*CATEGORIES, "total"):
+            if category != "total" and not any(table[p][category] for p in providers):
+                continue
+            line = f"{category:<22}"
+            for p in providers:
+                us = table[p][category]
+                line += f"{us:>14.1f}"
+                if reference and p != "aten":
+                    base = reference[category]
+                    ratio = us / base if base else None
+                    text = "-" if ratio is None else f"{ratio:.2f}x" if ratio < 100 else f"{ratio:.0f}x"
+                    line += f"{text:>9}"
+            lines.append(line)
+    return lines
+
+
+def kernel_report(provider: str, data: dict[str, Any], top: int) -> list[str]:
+    """One provider's top kernels (on the CPU: ops) of one phase."""
+    rows = data["kernels"]
+    unit = "kernels" if data["source"].startswith("gpu") else "ops"
+    span = "one prefill" if data["phase"] == "prefill" else f"{data['steps']} decode steps"
+    lines = [
+        "",
+        f"{provider}, {data['phase']}: top {min(top, len(rows))} of {len(rows)} {unit} "
+        f"({data['source']}; {data['total_us']:.1f} µs over {span})",
+        f"  {unit[:-1]:<58}{'under':<30}{'category':<22}{'calls':>7}{'total µs':>11}{'µs/call':>10}{'%':>7}",
+    ]
+    for row in rows[:top]:
+        op = row["op"] or "-"
+        if row["launched_by"] and row["launched_by"] != row["op"]:
+            op = f"{op} > {row['launched_by']}"
+        op = op.replace("aten::", "")
+        op = op if len(op) <= 29 else op[:28] + "…"
+        kernel = row["kernel"] if len(row["kernel"]) <= 57 else row["kernel"][:56] + "…"
+        lines.append(
+            f"  {kernel:<58}{op:<30}{row['category']:<22}{row['calls']:>7}"
+            f"{row['total_us']:>11.1f}{row['us_per_call']:>10.2f}{row['share']:>7.1%}"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
