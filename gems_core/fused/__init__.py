@@ -49,14 +49,48 @@ __all__ = [
 ]
 
 
+#: the native dispatch layer's registration in front of the custom ops (when it serves)
+_native_registration: Any = None
+_loaded = False
+
+
 def load() -> None:
     """Define the kernels and register the ``gems::*`` custom ops (once)."""
+    global _loaded
     with _lock:
+        if _loaded:
+            return
         from .. import runtime
 
         runtime.current()  # kernels must be defined after the interpreter setting is known
-        for module in sorted(set(_EXPORTS.values())):
-            importlib.import_module(f"{__name__}.{module}")
+        modules = [importlib.import_module(f"{__name__}.{module}") for module in sorted(set(_EXPORTS.values()))]
+        _front_with_native_layer(modules)
+        _loaded = True
+
+
+def _front_with_native_layer(modules: list[Any]) -> None:
+    """Put the native dispatch layer (gems_core.native) in front of the custom ops on the
+    backend's dispatch key, as ``enable()`` does for ATen operators: a repeated call then
+    skips their Python implementation. Calls needing a gradient still pass through the
+    Python autograd wrapper first; inference-mode calls reach the backend key directly."""
+    global _native_registration
+    import torch
+
+    from .. import native, runtime
+
+    execution = runtime.current().selection.execution
+    layer = native.available_for(execution.device_type, execution.interpreter)
+    if layer is None:
+        return
+    from ..dispatch import NATIVE_LIMIT
+    from ..native.recorder import record_call
+
+    registration = layer.Registration("gems", execution.dispatch_key)
+    for module in modules:
+        for value in vars(module).values():
+            if isinstance(value, torch._library.custom_ops.CustomOpDef) and value._namespace == "gems":
+                registration.impl(value._name, value._init_fn, record_call, NATIVE_LIMIT)
+    _native_registration = registration
 
 
 def __getattr__(name: str) -> Any:
