@@ -199,3 +199,19 @@ def test_torch_compile_traces_fused_ops_forward_and_backward() -> None:
     compiled_grads = _grads(compiled, inputs)
     for g, e in zip(compiled_grads, eager_grads):
         torch.testing.assert_close(g, e)
+
+
+def test_tensors_off_the_backend_device_use_the_references():
+    """A tensor the backend's kernels cannot read (another device type) goes to the PyTorch
+    reference through the public functions, and is refused with a clear error by the ops'
+    own implementations: never a launch on foreign memory."""
+    from gems_core.fused import _device
+
+    x = torch.empty(3, 8, device="meta")
+    assert fused.silu_and_mul(x).shape == (3, 4)
+    assert fused.gelu_and_mul(x, "tanh").shape == (3, 4)
+    normed, h = fused.skip_rms_norm(x, x, torch.empty(8, device="meta"))
+    assert normed.shape == h.shape == (3, 8)
+    assert _device.foreign(x) and not _device.foreign(_rand(2))
+    with pytest.raises(RuntimeError, match="gems.fused.silu_and_mul: tensors on meta"):
+        _device.check("silu_and_mul", _rand(2), x)

@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from ..codegen.pointwise import pointwise
+from . import _device
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _SQRT_HALF = 0.7071067811865476
@@ -86,6 +87,7 @@ _GELU = {"none": (_gelu_mul, _gelu_mul_backward), "tanh": (_gelu_tanh_mul, _gelu
 
 
 def _halves(x: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    _device.check(name, x)
     if x.dtype not in _FLOATS:
         raise TypeError(f"{name}: expected a floating tensor, got {x.dtype}")
     if x.dim() == 0 or x.shape[-1] % 2:
@@ -149,6 +151,8 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
 
     Differentiable (the backward is a Triton kernel too) and traceable by ``torch.compile``
     as ``torch.ops.gems.silu_and_mul``."""
+    if _device.foreign(x):
+        return silu_and_mul_reference(x)
     return torch.ops.gems.silu_and_mul(x)
 
 
@@ -203,6 +207,8 @@ def gelu_and_mul(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     (..., 2d); ``approximate`` is ``"none"`` (erf) or ``"tanh"``, as in ``F.gelu``.
 
     Differentiable and traceable as ``torch.ops.gems.gelu_and_mul``."""
+    if _device.foreign(x):
+        return gelu_and_mul_reference(x, approximate)
     return torch.ops.gems.gelu_and_mul(x, approximate)
 
 

@@ -20,6 +20,7 @@ import triton.language as tl
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..ops.indexing import device_check_options, host_checks_indices
+from . import _device
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -98,6 +99,7 @@ _rotary = LaunchCache(_rotary_kernel, name="rotary_embedding")
 
 
 def _check(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, position_ids: torch.Tensor | None) -> None:
+    _device.check("apply_rotary_position_embedding", x, cos, sin, position_ids)
     if x.dim() not in (3, 4) or x.dtype not in _FLOATS:
         raise ValueError(f"rotary embedding: q and k must be floating (batch, seq, heads, head_dim) "
                          f"or (seq, heads, head_dim), got {x.dtype} {list(x.shape)}")
@@ -200,6 +202,8 @@ def apply_rotary_position_embedding(
     ``rotary_interleaved``: pairs (2j, 2j+1) (GPT-J) instead of (j, j + rotary_dim/2)
     (GPT-NeoX, Llama). Differentiable in q and k (not in the tables); traceable as
     ``torch.ops.gems.apply_rotary_position_embedding``."""
+    if _device.foreign(q, k, cos, sin, position_ids):
+        return apply_rotary_position_embedding_reference(q, k, cos, sin, position_ids, rotary_interleaved)
     return torch.ops.gems.apply_rotary_position_embedding(q, k, cos, sin, position_ids, rotary_interleaved)
 
 

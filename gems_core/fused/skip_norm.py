@@ -18,6 +18,7 @@ import triton.language as tl
 
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
+from . import _device
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _BLOCK_N = 1024
@@ -167,6 +168,7 @@ _param_grad = LaunchCache(_skip_norm_param_grad_kernel, name="skip_norm_param_gr
 
 
 def _check(name: str, x: torch.Tensor, residual: torch.Tensor, *params: torch.Tensor | None) -> None:
+    _device.check(name, x, residual, *params)
     if x.dtype not in _FLOATS or x.dim() == 0:
         raise TypeError(f"{name}: expected a floating tensor of rank >= 1, got {x.dtype} {list(x.shape)}")
     if residual.shape != x.shape or residual.dtype != x.dtype:
@@ -269,6 +271,8 @@ def skip_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor 
     """``h = x + residual``; returns ``(rms_norm(h) * weight, h)`` over the last dim.
 
     Differentiable in x, residual and weight; traceable as ``torch.ops.gems.skip_rms_norm``."""
+    if _device.foreign(x, residual, weight):
+        return skip_rms_norm_reference(x, residual, weight, eps)
     return torch.ops.gems.skip_rms_norm(x, residual, weight, eps)
 
 
@@ -313,6 +317,8 @@ def skip_layer_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tenso
 
     Differentiable in x, residual, weight and bias; traceable as
     ``torch.ops.gems.skip_layer_norm``."""
+    if _device.foreign(x, residual, weight, bias):
+        return skip_layer_norm_reference(x, residual, weight, bias, eps)
     return torch.ops.gems.skip_layer_norm(x, residual, weight, bias, eps)
 
 
