@@ -38,6 +38,7 @@ def forcing(pick: Callable[[Tunable], KernelConfig]) -> Iterator[None]:
         yield
     finally:
         _forced_pick = previous
+        plan_cache.clear_all()  # the native layer refused the block's calls: ask again after
 
 
 def _autotune() -> bool:
