@@ -162,20 +162,13 @@ def _make_kernel(
     return backend_kernel
 
 
-#: recipes (and keys seen once) kept per op by the native layer before it starts afresh
-NATIVE_LIMIT = 4096
-
-
 def _register(ops: frozenset[str]) -> _State:
     rt = runtime.current()
     execution = rt.selection.execution
     key = execution.dispatch_key
     impls = all_impls()
     library = torch.library.Library("aten", "IMPL")
-    layer = native.available_for(execution.device_type, execution.interpreter)
-    registration = layer.Registration("aten", key) if layer is not None else None
-    if registration is not None:
-        from .native.recorder import record_call
+    registration = native.open_registration("aten", execution)
     served = set()
     try:
         with warnings.catch_warnings():
@@ -193,7 +186,7 @@ def _register(ops: frozenset[str]) -> _State:
                     library.impl(name, _make_kernel(impl, rt, op_key, True), op_key, with_keyset=True)
                 kernel = _make_kernel(impl, rt, key, False)
                 if registration is not None and impl.native and getattr(kernel, "native_ready", False):
-                    registration.impl(name, kernel, record_call, NATIVE_LIMIT)
+                    native.front(registration, name, kernel)
                 else:
                     library.impl(name, kernel, key, with_keyset=False)
                 served.add(name)

@@ -78,18 +78,13 @@ def _front_with_native_layer(modules: list[Any]) -> None:
 
     from .. import native, runtime
 
-    execution = runtime.current().selection.execution
-    layer = native.available_for(execution.device_type, execution.interpreter)
-    if layer is None:
+    registration = native.open_registration("gems", runtime.current().selection.execution)
+    if registration is None:
         return
-    from ..dispatch import NATIVE_LIMIT
-    from ..native.recorder import record_call
-
-    registration = layer.Registration("gems", execution.dispatch_key)
     for module in modules:
         for value in vars(module).values():
             if isinstance(value, torch._library.custom_ops.CustomOpDef) and value._namespace == "gems":
-                registration.impl(value._name, value._init_fn, record_call, NATIVE_LIMIT)
+                native.front(registration, value._name, value._init_fn)
     _native_registration = registration
 
 

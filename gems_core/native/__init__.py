@@ -126,6 +126,25 @@ def available_for(device_type: str, interpreter: bool = False) -> ModuleType | N
     return module
 
 
+#: recipes (and keys seen once, and keys refused) kept per op before it starts afresh
+LIMIT = 4096
+
+
+def open_registration(namespace: str, execution: Any) -> Any | None:
+    """A registration block of native kernels for ``namespace``'s ops on the execution's
+    dispatch key (:func:`front` adds to it; ``close()`` removes them all), or None where
+    the layer does not serve."""
+    layer = available_for(execution.device_type, execution.interpreter)
+    return None if layer is None else layer.Registration(namespace, execution.dispatch_key)
+
+
+def front(registration: Any, name: str, kernel: Any) -> None:
+    """Put a native kernel in front of the Python ``kernel`` of op ``name``."""
+    from .recorder import record_call
+
+    registration.impl(name, kernel, record_call, LIMIT)
+
+
 def clear() -> None:
     """Forget every recipe (plans were cleared: configs or settings changed)."""
     if _module is not None:

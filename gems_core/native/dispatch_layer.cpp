@@ -28,9 +28,6 @@
 #include <torch/library.h>
 
 #include <dlfcn.h>
-#include <execinfo.h>
-#include <signal.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -115,6 +112,7 @@ py::list* launch_log = nullptr;  // created on first use, with the GIL
 // ---------------------------------------------------------------------------------------
 // Recipes
 
+// The numbering is gems_core/native/recorder.py's KINDS.
 enum ArgKind : int { kPointer = 0, kNull = 1, kI32 = 2, kI64 = 3, kU32 = 4, kU64 = 5, kF32 = 6, kF64 = 7, kI8 = 8, kI16 = 9, kU8 = 10, kU16 = 11 };
 
 struct LaunchArg {
@@ -600,7 +598,7 @@ class NativeKernel final : public c10::OperatorKernel {
 
   // Runs the recipe on the copies and holds its results (and whatever it wrote into the
   // operands) against the Python kernel's: the stack holds the Python results now.
-  void check(const Recipe& recipe, torch::jit::Stack& stack, size_t returns, std::vector<c10::IValue> copies,
+  void check(const Recipe& recipe, torch::jit::Stack& stack, size_t returns, const std::vector<c10::IValue>& copies,
              size_t n) {
     torch::jit::Stack replay(copies.begin(), copies.end());
     run(recipe, &replay, n, device_of(copies));
@@ -747,14 +745,6 @@ void clear_all() {
   for (NativeKernel* k : live_kernels) k->clear();
 }
 
-void print_backtrace(int sig) {
-  void* frames[64];
-  const int count = backtrace(frames, 64);
-  backtrace_symbols_fd(frames, count, 2);
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
-
 std::string load_driver() {
   if (!driver_ready) driver_ready = driver.load();
   return driver_ready ? std::string() : driver.problem;
@@ -784,26 +774,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("stats", &Registration::stats)
       .def("close", &Registration::close);
   m.def("clear_all", &clear_all, "Forget every recipe of every live native kernel");
-  m.def("debug_crashes", []() { signal(SIGSEGV, print_backtrace); }, "Print a native backtrace on a crash");
   m.def("load_driver", &load_driver, "Load the CUDA driver's entry points; an empty string when done");
   m.def("current_stream", &current_stream, "The current CUDA stream's handle, as the layer reads it");
   m.def("set_fake_launches", [](bool on) { fake_launches.store(on); }, "Record launches instead of making them (tests)");
   m.def("set_check", [](bool on) { check_mode.store(on); }, "Record every call and check each new recipe against Python");
   m.def("take_launch_log", &take_launch_log, "The launches recorded instead of made, since the last call");
-  m.def("arg_kinds", []() {
-    py::dict d;
-    d["pointer"] = static_cast<int>(kPointer);
-    d["null"] = static_cast<int>(kNull);
-    d["i32"] = static_cast<int>(kI32);
-    d["i64"] = static_cast<int>(kI64);
-    d["u32"] = static_cast<int>(kU32);
-    d["u64"] = static_cast<int>(kU64);
-    d["f32"] = static_cast<int>(kF32);
-    d["f64"] = static_cast<int>(kF64);
-    d["i8"] = static_cast<int>(kI8);
-    d["i16"] = static_cast<int>(kI16);
-    d["u8"] = static_cast<int>(kU8);
-    d["u16"] = static_cast<int>(kU16);
-    return d;
-  });
 }

@@ -722,7 +722,7 @@ def _counts_for(device: torch.device, needed: int) -> torch.Tensor:
 
 def _native_recording() -> bool:
     """Whether the native dispatch layer records this call (:mod:`gems_core.native`)."""
-    return getattr(recording, "native", None) is not None
+    return recording.native is not None
 
 
 def _interpreted() -> bool:
