@@ -61,6 +61,11 @@ CANDIDATES: dict[str, list[KernelConfig]] = {
         KernelConfig({"BLOCK_N": bn}, num_warps=w, num_stages=1)
         for bn, w in ((512, 4), (1024, 4), (2048, 8), (4096, 8), (4096, 16), (8192, 16))
     ],
+    "attention": [
+        KernelConfig({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=st)
+        for bm, bn, w, st in ((128, 64, 8, 3), (128, 64, 8, 4), (128, 128, 8, 2), (128, 128, 8, 3), (64, 64, 4, 3),
+                              (64, 64, 4, 4), (64, 128, 4, 2), (64, 32, 4, 3))
+    ],
 }
 
 

@@ -231,7 +231,8 @@ def _attend_block(
         alpha = tl.exp2(m_i - m_new)
     l_i = l_i * alpha + tl.sum(p, 1)
     v = _load_keys(v_base + cols[:, None] * sv_s + dv[None, :] * sv_d, cols, end, dv, DV, EDGE, HEAD_EXACT)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=INPUT_PRECISION)
+    # rescaled, then accumulated by the product itself (no second accumulator to add)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=INPUT_PRECISION)
     return acc, m_new, l_i
 
 

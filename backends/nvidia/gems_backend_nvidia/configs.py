@@ -48,12 +48,14 @@ _AMPERE_MEMORY_BOUND: dict[str, list[KernelConfig]] = {
     "softmax": [_tile(1, 1024, 4), _tile(1, 4096, 8), _tile(4, 256, 4)],
     "norm": [_row(1024, 4), _row(4096, 8), _row(256, 2)],
 }
-# Hopper numbers from benchmarks/sweep.py on an H100 (docs/measurements.md, run 2): 4096
-# elements over 8 warps keeps bf16 gelu at ATen's speed (2048/8 was 0.94x) and every other
-# pointwise case within 1 % of its best; reductions along memory prefer 8x512 or 2x2048
-# tiles, reductions over a leading dim (contiguous kept axis) tall, narrow tiles.
+# Hopper numbers from benchmarks/sweep.py (docs/measurements.md): pointwise kernels want 16
+# elements a thread (4096/8 on an H100, run 2, where 2048/8 was 0.94x on bf16 gelu); on an
+# H200 (session 5, run 1) 2048 over 4 warps matched or beat 4096/8 in 12 of 14 cases (bf16
+# exp 0.99 vs 0.97x, relu 1.00 vs 0.96x) and cache hints (evict-first loads, streaming
+# stores) cost 5-12 %. Reductions along memory prefer 8x512 or 2x2048 tiles, reductions
+# over a leading dim (contiguous kept axis) tall, narrow tiles.
 _HOPPER_MEMORY_BOUND: dict[str, list[KernelConfig]] = {
-    "pointwise": [KernelConfig({"BLOCK_SIZE": 4096}, num_warps=8, num_stages=1)],
+    "pointwise": [KernelConfig({"BLOCK_SIZE": 2048}, num_warps=4, num_stages=1)],
     "reduction": [
         _tile(8, 512, 8), _tile(2, 2048, 8), _tile(1, 1024, 4),
         _tile(64, 64, 8), _tile(128, 32, 8), _tile(32, 64, 4),
@@ -92,6 +94,7 @@ _HOPPER_DECODE: dict[str, list[KernelConfig]] = {
         _decode(64, 128, 64, 4, 4),  # 96 KB: 33 to 64 rows
         _decode(16, 128, 256, 8, 3),  # 216 KB: few, deep slices
         _decode(16, 64, 256, 4, 4),  # 160 KB
+        _decode(16, 32, 512, 4, 3),  # 144 KB: 16x6144x4096 0.94x vs 0.91x (H200, session 5)
     ],
     "gemv": [
         _gemv(16, 128, 4),
