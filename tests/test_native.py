@@ -24,6 +24,9 @@ _lib.define("twice(Tensor x, float s, *, int k=3) -> Tensor")
 _lib.define("pair(Tensor(a!) x, Tensor y) -> (Tensor(a!), Tensor)")
 _lib.define("bump(Tensor(a!) x) -> Tensor(a!)")
 _lib.define("fails(Tensor x) -> Tensor")
+_lib.define("join(Tensor[] xs, int dim) -> Tensor")
+_lib.define("pick(Tensor x, Tensor?[] indices) -> Tensor")
+_lib.define("both(Tensor x, Tensor y) -> Tensor")
 
 
 def _launcher(function: int, codes: str, keep: tuple[int, ...]):  # type: ignore[no-untyped-def]
@@ -294,3 +297,97 @@ def test_launches_through_tritons_own_launcher_make_a_call_unrepeatable(fake):  
     from gems_core.launch_cache import _hook_in_use
 
     assert not _hook_in_use(triton.knobs.runtime.launch_enter_hook)
+
+
+JOIN = _launcher(777, "OOi", (0, 1, 2))
+BOTH = _launcher(4321, "OOifO", (0, 1, 2, 3, 4))
+
+
+def _join(xs: list[torch.Tensor], dim: int) -> torch.Tensor:
+    calls.append(("join", len(xs), dim))
+    out = torch.empty(sum(x.shape[0] for x in xs), *xs[0].shape[1:])
+    if recording.native is not None:
+        for x in xs:  # one launch per input: its data, the output, its length
+            recording.native.append((JOIN, (1, 1, 1), (x, out, x.shape[0])))
+    return out
+
+
+def _pick(x: torch.Tensor, indices: list[torch.Tensor | None]) -> torch.Tensor:
+    calls.append(("pick",))
+    index = next(i for i in indices if i is not None)
+    out = torch.empty(index.shape[0], *x.shape[1:])
+    if recording.native is not None:
+        recording.native.append((JOIN, (1, 1, 1), (index, out, 0)))
+    return out
+
+
+def _both(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    calls.append(("both",))
+    out = torch.empty_like(x)
+    if recording.native is not None:
+        recording.native.append((BOTH, (1, 1, 1), (x, y, 1, 1.0, out)))
+    return out
+
+
+@needs_layer
+def test_list_arguments_are_keyed_and_their_elements_addressed(fake):  # type: ignore[no-untyped-def]
+    reg = fake("join", _join)
+    calls.clear()
+    for _ in range(2):  # Python, then recorded
+        torch.ops.gems_native_test.join([torch.randn(2, 3), torch.randn(5, 3)], 0)
+    layer.take_launch_log()
+    a, b = torch.randn(2, 3), torch.randn(5, 3)
+    out = torch.ops.gems_native_test.join([a, b], 0)
+    log = layer.take_launch_log()
+    # replayed with this call's elements: each launch reads its own input
+    assert [entry[6] for entry in log] == [[a.data_ptr(), out.data_ptr(), 2], [b.data_ptr(), out.data_ptr(), 5]]
+    assert out.shape == (7, 3) and len(calls) == 2
+    # another list length or element shape is another key
+    torch.ops.gems_native_test.join([a, b, a.clone()], 0)
+    torch.ops.gems_native_test.join([b, a], 0)
+    assert len(calls) == 4
+    assert reg.stats()[0]["hits"] == 1
+
+    fake("pick", _pick)
+    calls.clear()
+    x = torch.randn(6, 4)
+    for _ in range(2):
+        torch.ops.gems_native_test.pick(x, [None, torch.tensor([1, 2])])
+    layer.take_launch_log()
+    index = torch.tensor([3, 0])
+    got = torch.ops.gems_native_test.pick(x, [None, index])
+    assert layer.take_launch_log()[0][6][:2] == [index.data_ptr(), got.data_ptr()]
+    torch.ops.gems_native_test.pick(x, [index, None])  # the None elsewhere: another key
+    assert len(calls) == 3
+
+
+@needs_layer
+def test_operands_that_alias_do_not_share_a_key_with_operands_apart(fake):  # type: ignore[no-untyped-def]
+    fake("both", _both)
+    calls.clear()
+    x = torch.randn(8)
+    for _ in range(3):  # recorded with both operands the same tensor, then replayed
+        torch.ops.gems_native_test.both(x, x)
+    assert len(calls) == 2
+    layer.take_launch_log()
+    a, b = torch.randn(8), torch.randn(8)
+    torch.ops.gems_native_test.both(a, b)
+    assert len(calls) == 3  # Python: not the aliasing call's recipe
+    assert layer.take_launch_log() == []
+    for _ in range(2):
+        torch.ops.gems_native_test.both(a, b)
+    out = torch.ops.gems_native_test.both(b, a)
+    log = layer.take_launch_log()
+    assert log[-1][6][:2] == [b.data_ptr(), a.data_ptr()] and log[-1][6][4] == out.data_ptr()
+
+
+@needs_layer
+def test_operands_that_overlap_do_not_share_a_key_with_operands_apart(fake):  # type: ignore[no-untyped-def]
+    fake("both", _both)
+    calls.clear()
+    base = torch.randn(16)
+    for _ in range(3):  # apart: recorded, then replayed
+        torch.ops.gems_native_test.both(base[:8], torch.randn(8))
+    assert len(calls) == 2
+    torch.ops.gems_native_test.both(base[:8], base[4:12])  # meeting halves: not that recipe
+    assert len(calls) == 3

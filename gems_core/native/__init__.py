@@ -1,6 +1,7 @@
 """gems' native dispatch layer: a C++ kernel in front of the Python kernels on a GPU's
-dispatch key, so that a repeated call of an op (same dtypes, shapes, strides, alignment and
-arguments) allocates its outputs and launches its compiled kernels with no Python at all.
+dispatch key, so that a repeated call of an op (same dtypes, shapes, strides, alignment,
+aliasing between operands and arguments; tensor lists such as ``cat``'s included) allocates
+its outputs and launches its compiled kernels with no Python at all.
 
 How it works (``dispatch_layer.cpp``): each served overload gets a C++ boxed kernel on the
 backend key. It keys a call by what gems' Python path decides from; the first call of a key

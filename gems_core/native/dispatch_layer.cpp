@@ -2,8 +2,8 @@
 // accelerator's dispatch key.
 //
 // A call's key is what gems' Python path decides from (operand dtypes, shapes, strides,
-// devices and 16-byte alignment; the values of non-tensor arguments; a few global
-// settings). The first calls of a key run the Python kernel; a key seen again is run once
+// devices and 16-byte alignment, list arguments' tensors alike; which operands share a data
+// pointer or overlap; the values of non-tensor arguments; a few global settings). The first calls of a key run the Python kernel; a key seen again is run once
 // more under recording (gems_core/native/recorder.py), which returns a *recipe*: the
 // outputs and scratch buffers to allocate and the compiled kernels to launch, with every
 // argument either a number or an address (an operand's, an output's or a scratch buffer's,
@@ -138,6 +138,9 @@ struct Allocation {
 };
 
 constexpr size_t kMaxArgs = 96;
+// Slots of list elements: kListSlot + position * kListWidth + element (recorder.py LIST_SLOT).
+constexpr int kListSlot = 1 << 20;
+constexpr size_t kListWidth = 1024;
 
 struct Recipe {
   std::vector<Allocation> allocations;  // slots n_args, n_args + 1, ...
@@ -157,6 +160,17 @@ struct KeyHash {
   }
 };
 
+// [first, last) bytes a tensor's elements occupy (empty for no elements).
+using Span = std::pair<uintptr_t, uintptr_t>;
+
+Span span_of(const at::Tensor& t) {
+  const uintptr_t start = reinterpret_cast<uintptr_t>(t.data_ptr());
+  if (t.numel() == 0) return {start, start};
+  int64_t last = 0;
+  for (int64_t i = 0; i < t.dim(); ++i) last += (t.sizes()[i] - 1) * t.strides()[i];
+  return {start, start + static_cast<uintptr_t>((last + 1) * t.element_size())};
+}
+
 int64_t double_bits(double v) {
   int64_t bits;
   std::memcpy(&bits, &v, sizeof bits);
@@ -164,8 +178,10 @@ int64_t double_bits(double v) {
 }
 
 // Appends what the Python path may depend on of one argument; false where the layer does
-// not handle the argument (the call then keeps the Python path).
-bool key_of(const c10::IValue& v, c10::DeviceType expected, Key& key, c10::Device& device, bool& have_device) {
+// not handle the argument (the call then keeps the Python path). The byte spans of the
+// device tensors met (list elements included) go to ``spans``, for the alias pattern.
+bool key_of(const c10::IValue& v, c10::DeviceType expected, Key& key, c10::Device& device, bool& have_device,
+            std::vector<Span>& spans) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     if (!t.defined()) {
@@ -192,6 +208,7 @@ bool key_of(const c10::IValue& v, c10::DeviceType expected, Key& key, c10::Devic
       return true;
     }
     key.push_back(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 ? 1 : 0);
+    spans.push_back(span_of(t));
     if (!have_device) {
       device = d;
       have_device = true;
@@ -254,7 +271,55 @@ bool key_of(const c10::IValue& v, c10::DeviceType expected, Key& key, c10::Devic
     key.push_back(static_cast<int64_t>(d.type()) * 1024 + d.index());
     return true;
   }
-  return false;  // tensor lists, generators, storages...: the Python path
+  if (v.isTensorList()) {  // Tensor[]: each element as a tensor argument
+    const c10::List<at::Tensor> list = v.toTensorList();
+    if (list.size() >= kListWidth) return false;
+    key.push_back(-22);
+    key.push_back(static_cast<int64_t>(list.size()));
+    for (size_t j = 0; j < list.size(); ++j) {
+      if (!key_of(c10::IValue(list.get(j)), expected, key, device, have_device, spans)) return false;
+    }
+    return true;
+  }
+  if (v.isList()) {  // Tensor?[]: tensors and Nones; lists of anything else are not handled
+    const c10::List<c10::IValue> list = v.toList();
+    if (list.size() >= kListWidth) return false;
+    key.push_back(-23);
+    key.push_back(static_cast<int64_t>(list.size()));
+    for (size_t j = 0; j < list.size(); ++j) {
+      const c10::IValue item = list.get(j);
+      if (!(item.isTensor() || item.isNone())) return false;
+      if (!key_of(item, expected, key, device, have_device, spans)) return false;
+    }
+    return true;
+  }
+  return false;  // generators, storages, nested lists...: the Python path
+}
+
+// Appends how the device tensors of a call share memory: for each, the position of the
+// first earlier one with the same data pointer (or -1), and whether its bytes meet an
+// earlier one's. A recipe addresses each operand by its slot and repeats what the Python
+// path decided, which depends on overlap (copy_ hands a source that meets its destination
+// to ATen), so a call whose operands alias (``x + x``) or overlap must not share a key, and
+// so a recipe, with one whose operands are apart.
+void alias_key(const std::vector<Span>& spans, Key& key) {
+  key.push_back(-24);
+  for (size_t i = 0; i < spans.size(); ++i) {
+    int64_t first = -1;
+    int64_t meets = 0;
+    for (size_t j = 0; j < i; ++j) {
+      if (first < 0 && spans[j].first == spans[i].first) first = static_cast<int64_t>(j);
+      if (spans[i].first < spans[j].second && spans[j].first < spans[i].second) meets = 1;
+    }
+    key.push_back(first);
+    key.push_back(meets);
+  }
+}
+
+// The tensor element ``j`` of list argument ``v`` (Tensor[] or Tensor?[]).
+const at::Tensor list_element(const c10::IValue& v, size_t j) {
+  if (v.isTensorList()) return v.toTensorList().get(j);
+  return v.toList().get(j).toTensor();
 }
 
 // What every key carries besides the arguments: settings the Python path reads.
@@ -315,15 +380,14 @@ class NativeKernel final : public c10::OperatorKernel {
     key.reserve(32);
     c10::Device device(c10::kCPU);
     bool have_device = false;
-    bool keyed = true;
-    for (size_t i = stack->size() - n; i < stack->size(); ++i) {
-      if (!key_of((*stack)[i], device_type_, key, device, have_device)) {
-        keyed = false;
-        break;
-      }
+    bool keyed = n < kListWidth;
+    std::vector<Span> spans;
+    for (size_t i = stack->size() - n; keyed && i < stack->size(); ++i) {
+      if (!key_of((*stack)[i], device_type_, key, device, have_device, spans)) keyed = false;
     }
     keyed = keyed && have_device;
     if (keyed) {
+      alias_key(spans, key);
       global_key(key);
       std::shared_ptr<const Recipe> recipe;
       {
@@ -373,6 +437,11 @@ class NativeKernel final : public c10::OperatorKernel {
     auto address = [&](int slot) -> uintptr_t {
       if (static_cast<size_t>(slot) < n) {
         return reinterpret_cast<uintptr_t>((*stack)[first + slot].toTensor().data_ptr());
+      }
+      if (slot >= kListSlot) {  // an element of a list argument (its key fixed the list's shape)
+        const size_t position = static_cast<size_t>(slot - kListSlot) / kListWidth;
+        const size_t element = static_cast<size_t>(slot - kListSlot) % kListWidth;
+        return reinterpret_cast<uintptr_t>(list_element((*stack)[first + position], element).data_ptr());
       }
       return reinterpret_cast<uintptr_t>(allocated[slot - n].data_ptr());
     };
@@ -511,6 +580,16 @@ class NativeKernel final : public c10::OperatorKernel {
         args.append(value);
       }
       if (record && v.isTensor() && v.toTensor().defined()) tensors.append(py::make_tuple(i, value));
+      if (record && (v.isTensorList() || v.isList()) && !value.is_none()) {
+        // list elements as operands, at their list slots (recorder.py LIST_SLOT)
+        size_t j = 0;
+        for (const auto& item : value) {
+          if (j < kListWidth && THPVariable_Check(item.ptr())) {
+            tensors.append(py::make_tuple(kListSlot + static_cast<int>(i * kListWidth + j), item));
+          }
+          ++j;
+        }
+      }
     }
     std::vector<c10::IValue> copies;
     if (checking) {  // check mode keeps the GIL throughout
@@ -574,19 +653,29 @@ class NativeKernel final : public c10::OperatorKernel {
     for (size_t i = stack.size() - n; i < stack.size(); ++i) {
       const c10::IValue& v = stack[i];
       if (v.isTensor() && v.toTensor().defined() && v.toTensor().layout() == c10::kStrided) {
-        const at::Tensor& t = v.toTensor();
-        if (at::has_internal_overlap(t) == at::MemOverlap::Yes) {
-          copies.push_back(v);
-        } else {
-          at::Tensor copy = at::empty_strided(t.sizes(), t.strides(), t.options());
-          copy.copy_(t);
-          copies.emplace_back(copy);
+        copies.emplace_back(copy_of(v.toTensor()));
+      } else if (v.isTensorList()) {
+        c10::List<at::Tensor> list;
+        for (const at::Tensor& t : v.toTensorList().vec()) list.push_back(copy_of(t));
+        copies.emplace_back(list);
+      } else if (v.isList()) {
+        c10::List<c10::IValue> list(v.toList().elementType());
+        for (const c10::IValue& item : v.toList().vec()) {
+          list.push_back(item.isTensor() && item.toTensor().defined() ? c10::IValue(copy_of(item.toTensor())) : item);
         }
+        copies.emplace_back(list);
       } else {
         copies.push_back(v);
       }
     }
     return copies;
+  }
+
+  static at::Tensor copy_of(const at::Tensor& t) {
+    if (t.layout() != c10::kStrided || at::has_internal_overlap(t) == at::MemOverlap::Yes) return t;
+    at::Tensor copy = at::empty_strided(t.sizes(), t.strides(), t.options());
+    copy.copy_(t);
+    return copy;
   }
 
   static bool same(const at::Tensor& a, const at::Tensor& b) {
@@ -618,12 +707,26 @@ class NativeKernel final : public c10::OperatorKernel {
     }
   }
 
+  // The device of a call's operands (list elements included): the first tensor off the CPU,
+  // else the first tensor's.
   static c10::Device device_of(const std::vector<c10::IValue>& values) {
+    std::vector<at::Tensor> tensors;
     for (const auto& v : values) {
-      if (v.isTensor() && v.toTensor().defined() && !v.toTensor().is_cpu()) return v.toTensor().device();
+      if (v.isTensor()) {
+        tensors.push_back(v.toTensor());
+      } else if (v.isTensorList()) {
+        for (const at::Tensor& t : v.toTensorList().vec()) tensors.push_back(t);
+      } else if (v.isList()) {
+        for (const c10::IValue& item : v.toList().vec()) {
+          if (item.isTensor()) tensors.push_back(item.toTensor());
+        }
+      }
     }
-    for (const auto& v : values) {
-      if (v.isTensor() && v.toTensor().defined()) return v.toTensor().device();
+    for (const auto& t : tensors) {
+      if (t.defined() && !t.is_cpu()) return t.device();
+    }
+    for (const auto& t : tensors) {
+      if (t.defined()) return t.device();
     }
     return c10::Device(c10::kCPU);
   }
@@ -643,6 +746,12 @@ class NativeKernel final : public c10::OperatorKernel {
     }
     torch::jit::drop(*stack, n);
     for (auto& v : values) stack->push_back(std::move(v));
+  }
+
+  // A pointer's slot: a stack argument, an allocation, or an element of a list argument.
+  static bool valid_pointer_slot(int slot, size_t n, size_t slots) {
+    if (slot >= kListSlot) return static_cast<size_t>(slot - kListSlot) / kListWidth < n;
+    return slot >= 0 && static_cast<size_t>(slot) < slots;
   }
 
   std::shared_ptr<const Recipe> parse_recipe(const py::handle& spec, size_t n) {
@@ -678,7 +787,7 @@ class NativeKernel final : public c10::OperatorKernel {
           arg.ivalue = item[3].cast<int64_t>();
         }
         if (arg.kind < kPointer || arg.kind > kU16) return nullptr;
-        if (arg.kind == kPointer && (arg.slot < 0 || static_cast<size_t>(arg.slot) >= slots)) return nullptr;
+        if (arg.kind == kPointer && !valid_pointer_slot(arg.slot, n, slots)) return nullptr;
         step.args.push_back(arg);
       }
       if (step.args.size() > kMaxArgs) return nullptr;

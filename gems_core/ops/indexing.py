@@ -1,4 +1,6 @@
-"""index_select (any dim, int32/int64 index, out=), embedding and embedding_dense_backward.
+"""index_select (any dim, int32/int64 index, out=), index.Tensor with one index tensor
+(``x[idx]``, ``x[:, idx]``: any index shape, negative indices from the end), embedding and
+embedding_dense_backward.
 
 The source is seen as (outer, dim, inner) through its strides; a layout that does not merge
 that way is copied once first. The gather kernel is two-dimensional: a program takes a few
@@ -17,6 +19,7 @@ on the host: its kernel adds into the indexed rows.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from typing import Any
@@ -30,8 +33,10 @@ from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
+from ..plan_cache import Launch, PlanCache, signature
 from ..registry import aten_op
 from ..tuning import Tunable
+from .copying import copy_into, plain
 from .masked import write_out
 
 GATHER = Tunable(
@@ -65,11 +70,12 @@ def _index_select_kernel(
     index_stride,
     INT64: tl.constexpr,
     CHECK: tl.constexpr,  # assert 0 <= index < D on the device
+    WRAP: tl.constexpr,  # a negative index counts from the end (index.Tensor)
     BLOCK_R: tl.constexpr,  # output rows per program
     BLOCK_C: tl.constexpr,  # columns per program
 ):
-    # out[o, k, i] = src[o, index[k], i]; program (r, c) covers rows r*BLOCK_R.. and columns
-    # c*BLOCK_C.. of the (OUTER * K, INNER) output
+    # out[o, k, i] = src[o, index[k], i] (WRAP: index[k] + D where negative); program (r, c)
+    # covers rows r*BLOCK_R.. and columns c*BLOCK_C.. of the (OUTER * K, INNER) output
     r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     if INT64:
@@ -81,6 +87,8 @@ def _index_select_kernel(
     idx = tl.load(index_ptr + k * index_stride, mask=row_ok, other=0)
     if INT64:
         idx = idx.to(tl.int64)
+    if WRAP:
+        idx = tl.where(idx < 0, idx + D, idx)
     valid = (idx >= 0) & (idx < D)
     if CHECK:
         tl.device_assert(valid | ~row_ok, "index out of range in self")
@@ -184,7 +192,36 @@ def wrap_dim(dim: int, ndim: int) -> int:
     return dim % rank
 
 
-def _index_select(self: torch.Tensor, dim: int, index: torch.Tensor, out: torch.Tensor | None) -> Any:
+def _gather_launch(
+    x: torch.Tensor, dim: int, count: int, index_stride: int, device_check: bool, wrap: bool
+) -> tuple[torch.Tensor, Launch]:
+    """(source, launch): the gather of ``count`` indices (``index_stride`` apart) along
+    ``dim`` of ``x`` (at least 1-d) into a contiguous (outer, count, inner) result, launched
+    as ``launch(source, index, result)``. The source is ``x`` itself where its layout merges
+    into three axes, else a contiguous copy of it."""
+    src, outer, inner, stride_o, stride_i = three_axis_view(x, dim)
+    size, stride_d = src.size(dim), src.stride(dim)
+    k = max(count, 1)
+    reach = (outer - 1) * stride_o + (size - 1) * stride_d + (inner - 1) * stride_i
+    config = GATHER.choose("index_select")
+    tile = config.params["BLOCK_SIZE"]
+    block_c = min(tile, next_power_of_2(inner))
+    block_r = max(tile // block_c, 1)
+    launch = Launch(
+        _index_select_launch, (cdiv(outer * k, block_r), cdiv(inner, block_c)), 3,
+        (outer * k, k, size, inner, stride_o, stride_d, stride_i, index_stride), x.device,
+        config=KernelConfig({}, num_warps=config.num_warps, num_stages=config.num_stages),
+        options=_gather_options(device_check), INT64=max(reach, outer * k * inner) > _INT32,
+        CHECK=device_check, WRAP=wrap, BLOCK_R=block_r, BLOCK_C=block_c,
+    )
+    return src, launch
+
+
+def _index_select(
+    self: torch.Tensor, dim: int, index: torch.Tensor, out: torch.Tensor | None, wrap: bool = False
+) -> Any:
+    """index_select's gather (``wrap``: negative indices count from the end, and the caller
+    has checked the indices on the host where that is the rule)."""
     dim = wrap_dim(dim, self.dim())
     if index.dim() > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
@@ -194,7 +231,7 @@ def _index_select(self: torch.Tensor, dim: int, index: torch.Tensor, out: torch.
         return NotImplemented  # ATen raises for a mismatched out dtype
     size = self.size(dim) if self.dim() else 1
     host_check = host_checks_indices(self.device)
-    if host_check:
+    if host_check and not wrap:
         check_indices(index, size)
     shape = list(self.shape)
     if shape:
@@ -204,21 +241,9 @@ def _index_select(self: torch.Tensor, dim: int, index: torch.Tensor, out: torch.
     numel = result.numel()
     if numel:
         view = self if self.dim() else self.view(1)
-        src, outer, inner, stride_o, stride_i = three_axis_view(view, dim)
-        stride_d = src.stride(dim)
-        k = max(index.numel(), 1)
-        reach = (outer - 1) * stride_o + (size - 1) * stride_d + (inner - 1) * stride_i
-        config = GATHER.choose("index_select")
-        tile = config.params["BLOCK_SIZE"]
-        block_c = min(tile, next_power_of_2(inner))
-        block_r = max(tile // block_c, 1)
-        _index_select_launch(
-            (cdiv(outer * k, block_r), cdiv(inner, block_c)), src, index, result, outer * k, k, size,
-            inner, stride_o, stride_d, stride_i, index.stride(0) if index.dim() else 0,
-            config=KernelConfig({}, num_warps=config.num_warps, num_stages=config.num_stages),
-            options=_gather_options(not host_check), INT64=max(reach, numel) > _INT32,
-            CHECK=not host_check, BLOCK_R=block_r, BLOCK_C=block_c,
-        )
+        index_stride = index.stride(0) if index.dim() else 0
+        src, launch = _gather_launch(view, dim, index.numel(), index_stride, not host_check, wrap)
+        launch(src, index, result)
     if out is None or direct:
         return result
     return write_out(out, result)
@@ -233,6 +258,153 @@ def index_select(self: torch.Tensor, dim: int, index: torch.Tensor) -> Any:
 @aten_op("index_select.out")
 def index_select_out(self: torch.Tensor, dim: int, index: torch.Tensor, *, out: torch.Tensor) -> Any:
     return _index_select(self, dim, index, out)
+
+
+def check_wrapped_indices(index: torch.Tensor, size: int) -> None:
+    """Raise ATen's IndexError (and message) unless every entry of ``index`` lies in
+    [-size, size): index.Tensor's rule."""
+    if index.numel() == 0:
+        return
+    low, high = (int(v) for v in torch.aminmax(index))
+    if low < -size or high >= size:
+        bad = next(v for v in index.reshape(-1).tolist() if not -size <= v < size)
+        # ATen numbers the dim by the index tensor's position among the indices: 0 here
+        raise IndexError(f"index {bad} is out of bounds for dimension 0 with size {size}")
+
+
+def _single_index(self: torch.Tensor, indices: list[torch.Tensor | None]) -> tuple[int, torch.Tensor] | None:
+    """(dim, index) where ``indices`` holds one int32/int64 index tensor on ``self``'s
+    device and None elsewhere; None for any other indexing (bool masks, several tensors)."""
+    found = [(d, t) for d, t in enumerate(indices) if t is not None]
+    if len(found) != 1 or len(indices) > self.dim():
+        return None
+    dim, index = found[0]
+    if index.dtype not in (torch.int32, torch.int64) or index.device != self.device:
+        return None
+    return dim, index
+
+
+@functools.lru_cache(maxsize=1024)
+def _result_strides(
+    shape: tuple[int, ...], strides: tuple[int, ...], dim: int, index_shape: tuple[int, ...],
+    index_strides: tuple[int, ...],
+) -> tuple[int, ...] | None:
+    """The strides ATen gives ``x[..., index]`` for ``x`` of ``shape``/``strides`` indexed
+    on ``dim``; None where they are the contiguous ones.
+
+    ATen's TensorIterator lays the result out in the memory order of its two inputs: ``x``
+    with ``dim`` replaced by the index's dims at stride 0, and the index viewed with size-1
+    dims around it (stride 0 where broadcast). It orders dims innermost first by an
+    insertion sort that compares strides input by input, skips a pair where either stride is
+    0, breaks a tie of equal strides by putting the smaller dim first, and stops at the first
+    pair already in order. The same sort runs here."""
+    after = len(shape) - dim - 1
+    full = shape[:dim] + index_shape + shape[dim + 1:]
+    viewed = torch.empty_strided(index_shape, index_strides, device="meta").reshape(
+        (1,) * dim + index_shape + (1,) * after
+    )
+    operands = (
+        strides[:dim] + (0,) * len(index_shape) + strides[dim + 1:],
+        tuple(0 if v == 1 and f != 1 else st for v, st, f in zip(viewed.shape, viewed.stride(), full)),
+    )
+
+    def order(d0: int, d1: int) -> int:  # 1: d0 goes inside d1; -1: it stays outside
+        for s in operands:
+            if s[d0] == 0 or s[d1] == 0:
+                continue
+            if s[d0] != s[d1]:
+                return 1 if s[d0] > s[d1] else -1
+            if full[d0] > full[d1]:
+                return 1
+        return 0
+
+    rank = len(full)
+    perm = list(range(rank - 1, -1, -1))  # innermost first
+    for i in range(1, rank):
+        moving = i
+        for j in range(i - 1, -1, -1):
+            answer = order(perm[j], perm[moving])
+            if answer > 0:
+                perm[j], perm[moving] = perm[moving], perm[j]
+                moving = j
+            elif answer < 0:
+                break
+    if perm == list(range(rank - 1, -1, -1)):
+        return None
+    result = [0] * rank
+    step = 1
+    for d in perm:
+        result[d] = step
+        step *= full[d]
+    return tuple(result)
+
+
+class _IndexPlan:
+    """One call signature of index.Tensor whose source is read in place, whose index needs
+    no copy and whose result is contiguous: check the indices where that is done on the
+    host, allocate the result, launch the gather."""
+
+    __slots__ = ("check", "device", "dtype", "launch", "shape", "size")
+
+    def __init__(self, x: torch.Tensor, dim: int, shape: list[int], check: bool, launch: Launch | None) -> None:
+        self.shape = shape
+        self.dtype = x.dtype
+        self.device = x.device
+        self.size = x.size(dim)
+        self.check = check
+        self.launch = launch
+
+    def __call__(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        if self.check:
+            check_wrapped_indices(index, self.size)
+        result = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        if self.launch is not None:
+            self.launch(x, index, result)
+        return result
+
+
+#: index.Tensor plans by (source signature, dim, index signature, host check)
+_index_plans = PlanCache("index")
+
+
+@aten_op("index.Tensor")
+def index(self: torch.Tensor, indices: list[torch.Tensor | None]) -> Any:
+    """``self[..., index]`` for one int32/int64 index tensor on dim ``d`` (the other entries
+    None): shape ``self.shape[:d] + index.shape + self.shape[d+1:]``, negative indices
+    counting from the end, laid out as ATen lays it out."""
+    found = _single_index(self, indices)
+    if found is None or not plain(self):
+        return NotImplemented
+    dim, index = found
+    host_check = host_checks_indices(self.device)
+    key = (signature(self), dim, index.dtype, index.shape, index.stride(), host_check)
+    plan = _index_plans.get(key)
+    if plan is not None:
+        return plan(self, index)
+    size = self.size(dim)
+    shape = [*self.shape[:dim], *index.shape, *self.shape[dim + 1:]]
+    numel = math.prod(shape)
+    if size == 0 and index.numel():
+        raise IndexError("index is out of bounds for dimension with size 0")
+    check = bool(numel) and host_check  # ATen checks only the indices it reads
+    if check:
+        check_wrapped_indices(index, size)
+    flat = index.reshape(-1)
+    strides = _result_strides(tuple(self.shape), self.stride(), dim, tuple(index.shape), index.stride())
+    if strides is None:
+        src, launch = self, None
+        if numel:
+            src, launch = _gather_launch(self, dim, flat.numel(), flat.stride(0), not host_check, True)
+        if src is self and flat.data_ptr() == index.data_ptr():
+            _index_plans.store(key, _IndexPlan(self, dim, shape, check, launch))
+        result = torch.empty(shape, dtype=self.dtype, device=self.device)
+        if launch is not None:
+            launch(src, flat, result)
+        return result
+    result = torch.empty_strided(shape, strides, dtype=self.dtype, device=self.device)
+    if numel:
+        copy_into(result, _index_select(self, dim, flat, None, wrap=True).view(shape))
+    return result
 
 
 @aten_op("embedding")

@@ -1,7 +1,10 @@
-"""Cases for gems_core/ops/indexing.py: index_select, embedding and its dense backward.
+"""Cases for gems_core/ops/indexing.py: index_select, index.Tensor, embedding and its dense
+backward.
 
 index_select meets every layout along both dims, with int32 and int64 indices that repeat
-and skip entries, an empty index and a 0-d input; embedding takes a 2-d index batch.
+and skip entries, an empty index and a 0-d input; index.Tensor (one index tensor) takes 2-d,
+0-d, transposed and empty indices with negative entries on a leading or later dim;
+embedding takes a 2-d index batch.
 """
 
 from __future__ import annotations
@@ -38,6 +41,23 @@ register(OpCase("index_select", ("index_select",), lambda x, d, i: torch.index_s
 register(OpCase("index_select_out", ("index_select.out",),
                 lambda x, d, i: torch.index_select(x, d, i, out=torch.empty(0, dtype=x.dtype, device=x.device)),
                 index_samples, (torch.float32, torch.int64), compare="exact"))
+
+
+def tensor_index_samples(dtype: torch.dtype, device: torch.device | str, profile: str) -> Iterator[Sample]:
+    for n, shape in enumerate(samples.SHAPES[profile]):
+        for i, (label, x) in enumerate(samples.layouts(shape, dtype, device, seed=100 * n)):
+            index_dtype = torch.int32 if i % 2 else torch.int64
+            rows = _index(shape[0], 6, device, index_dtype, i).view(2, 3)
+            yield Sample(label, (x, 0, rows - shape[0] * (rows % 2)))  # odd rows counted from the end
+            yield Sample(label, (x, 1, _index(shape[1], 4, device, index_dtype, i + 1)))
+    x = samples.make_tensor((3, 4, 5), dtype, device, 3)
+    yield Sample("3-d", (x.transpose(0, 2), 1, _index(4, 6, device, torch.int64, 4).view(3, 2).t()))
+    yield Sample("0-d index", (x, 2, torch.tensor(-2, device=device)))
+    yield Sample("empty", (x, 1, torch.empty(0, 2, dtype=torch.int64, device=device)))
+
+
+register(OpCase("index", ("index.Tensor",), lambda x, d, i: torch.ops.aten.index.Tensor(x, [None] * d + [i]),
+                tensor_index_samples, samples.ALL_DTYPES, compare="exact"))
 
 
 def embedding_samples(dtype: torch.dtype, device: torch.device | str, profile: str) -> Iterator[Sample]:
