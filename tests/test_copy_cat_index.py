@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import gems_core
-from gems_core import runtime
+from gems_core import plan_cache, runtime
 from gems_core.launch_cache import BoundLaunch, LaunchCache
 from gems_core.plan_cache import Launch
 from gems_core.registry import load_ops
@@ -56,6 +56,13 @@ def outcome(fn: Callable[[], Any]) -> str:
     except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
         return f"{type(exc).__name__}: {exc}"
     return "ok"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_plans() -> None:
+    """Each test starts with no plans and no native recipes: its first call of a signature
+    takes the Python path (where its launches are counted), whatever earlier tests ran."""
+    plan_cache.clear_all()
 
 
 #: the kernels a served call launches, by launch cache name
@@ -548,7 +555,9 @@ def test_repeated_index_calls_read_their_own_indices(monkeypatch) -> None:
     ids = [torch.tensor([[i, -1 - i, 2]], device=DEVICE) for i in range(3)]
     with gems_launches(monkeypatch) as launched:
         got = [table[i] for i in ids]
-    assert launched == ["gather"] * 3
+    # the third call is the native dispatch layer's replay where it fronts the op (CUDA):
+    # no Python launch to count, and the comparison below checks what it gathered
+    assert launched in (["gather"] * 3, ["gather"] * 2)
     for g, i in zip(got, ids):
         assert_same(g, table[i])
     if host_checks_indices(DEVICE):
@@ -564,7 +573,7 @@ def test_repeated_cats_write_their_own_inputs(monkeypatch) -> None:
     pairs = [(rand(2, 3, seed=60 + i), rand(2, 5, seed=70 + i)[:, ::2]) for i in range(3)]
     with gems_launches(monkeypatch) as launched:
         got = [torch.cat(p, dim=1) for p in pairs]
-        assert launched == ["copy"] * 6
+        assert launched in (["copy"] * 6, ["copy"] * 4)  # the third: a native replay on CUDA
         negated = torch.cat((pairs[0][0], torch._neg_view(pairs[0][1])), dim=1)
     for g, p in zip(got, pairs):
         assert_same(g, torch.cat(p, dim=1))
