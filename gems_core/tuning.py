@@ -71,6 +71,8 @@ class Tunable:
     params: tuple[str, ...]
     defaults: Sequence[KernelConfig]
     description: str = ""
+    #: params a config may leave out (the kernel then does without them)
+    optional: tuple[str, ...] = ()
     _chosen: dict[object, KernelConfig] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     #: (runtime, its compiler options for this kernel): the policy is frozen per runtime

@@ -17,6 +17,7 @@ imported from there, since Triton reads a kernel's source from its file.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import struct
@@ -33,7 +34,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 from .._version import __version__
 from ..contract import KernelConfig
 from ..disk_cache import atomic_write_text, cache_dir
-from ..host_math import cdiv
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..plan_cache import Launch, PlanCache, dense_strides
 from ..tuning import Tunable
@@ -50,9 +51,11 @@ _TEMPLATE_VERSION = 3
 
 POINTWISE = Tunable(
     "pointwise",
-    params=("BLOCK_SIZE",),
+    params=("BLOCK_SIZE", "THREAD_BYTES"),
     defaults=[KernelConfig({"BLOCK_SIZE": 1024}, num_warps=4)],
-    description="every generated elementwise kernel (one program per BLOCK_SIZE elements)",
+    description="every generated elementwise kernel (one program per BLOCK_SIZE elements; with "
+    "THREAD_BYTES, as many elements as give each thread THREAD_BYTES of the widest operand)",
+    optional=("THREAD_BYTES",),
 )
 
 # Scalar functions by a stable id, for the generated modules to import.
@@ -389,7 +392,7 @@ class PointwiseOp:
         static: list[int] = [numel, *merged_shape[1:]]
         for s in (*in_strides, *out_strides):
             static += s
-        config = POINTWISE.choose("all")
+        config = _sized(POINTWISE.choose("all"), max(t.element_size() for t in (*tensor_inputs, *outs)))
         grid = (cdiv(numel, config.params["BLOCK_SIZE"]), 1, 1)
         launch = Launch(
             module.launch, grid, len(args) + len(outs), tuple(static), outs[0].device,
@@ -397,6 +400,21 @@ class PointwiseOp:
             COMPUTE=TL_DTYPES[compute], INT64=use_int64,
         )
         return _Plan(kinds, extra_kinds, launch)
+
+
+@functools.lru_cache(maxsize=64)
+def _sized(config: KernelConfig, itemsize: int) -> KernelConfig:
+    """``config`` as launched for operands of ``itemsize`` bytes at most: a THREAD_BYTES
+    config becomes the BLOCK_SIZE that gives each thread that many bytes of the widest
+    operand (32 over 4 warps: 1024 fp32 or 2048 bf16 elements a program), at least its
+    BLOCK_SIZE's warps' worth of one element a thread."""
+    width = config.params.get("THREAD_BYTES")
+    if not width:
+        return config
+    threads = 32 * config.num_warps
+    block = max(threads, next_power_of_2(threads * max(1, width // itemsize)))
+    return KernelConfig({"BLOCK_SIZE": block}, num_warps=config.num_warps, num_stages=config.num_stages,
+                        options=config.options)
 
 
 class _Plan:
