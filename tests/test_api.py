@@ -164,9 +164,10 @@ def test_composite_ops_are_served_in_inference_mode(monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(launch_cache.LaunchCache, "__call__", counting)
-    x = torch.randn(3, 16, dtype=torch.float64)
-    w = torch.randn(16, dtype=torch.float64)
-    q, k, v = (torch.randn(1, 2, 5, 8) for _ in range(3))
+    device = gems_core.device  # the selected backend's tensors (a GPU's where there is one)
+    x = torch.randn(3, 16, dtype=torch.float64, device=device)
+    w = torch.randn(16, dtype=torch.float64, device=device)
+    q, k, v = (torch.randn(1, 2, 5, 8, device=device) for _ in range(3))
     expected_norm = F.rms_norm(x, (16,), w, eps=1e-6)
     expected_attention = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     with torch.inference_mode(), gems_core.use_gems(include=["rms_norm", "scaled_dot_product_attention"]):
