@@ -154,16 +154,18 @@ def test_composite_ops_are_served_in_inference_mode(monkeypatch):
     on the backend key too, so inference mode (no Autograd key) still reaches gems."""
     import torch.nn.functional as F
 
-    from gems_core import launch_cache
+    from gems_core.launch_cache import BoundLaunch, LaunchCache
+    from gems_core.plan_cache import Launch
 
     launched = []
-    original = launch_cache.LaunchCache.__call__
+    # every launch path: a launch cache, a bound launcher, a plan's direct launch (GPUs)
+    for cls, attr, name in ((LaunchCache, "__call__", lambda c: c.name), (BoundLaunch, "__call__",
+                            lambda b: b.cache.name), (Launch, "_direct", lambda p: p.bound.cache.name)):
+        def counting(self, *args, _original=getattr(cls, attr), _name=name, **kwargs):
+            launched.append(_name(self))
+            return _original(self, *args, **kwargs)
 
-    def counting(self, *args, **kwargs):
-        launched.append(self.name)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(launch_cache.LaunchCache, "__call__", counting)
+        monkeypatch.setattr(cls, attr, counting)
     device = gems_core.device  # the selected backend's tensors (a GPU's where there is one)
     x = torch.randn(3, 16, dtype=torch.float64, device=device)
     w = torch.randn(16, dtype=torch.float64, device=device)
