@@ -333,7 +333,7 @@ def test_out_and_inplace_calls_repeat_through_plans() -> None:
     with gems_core.use_gems():
         outs = []
         for a, b in pairs:  # out=: the first call stores, the others hit
-            out = torch.empty(5, 8)
+            out = torch.empty(5, 8, device=DEVICE)
             assert torch.add(a, b, out=out) is out
             outs.append(out)
         assert stores.count == 1
@@ -341,10 +341,10 @@ def test_out_and_inplace_calls_repeat_through_plans() -> None:
         for target, (_, b) in zip(targets, pairs):  # in place, broadcasting b: the same launch
             assert target.add_(b) is target
         assert stores.count == 1
-        wrong = torch.empty(5, 8, dtype=torch.int32)  # a new signature: checked again
+        wrong = torch.empty(5, 8, dtype=torch.int32, device=DEVICE)  # a new signature: checked again
         with pytest.raises(RuntimeError, match="can't be cast"):
             torch.add(pairs[0][0], pairs[0][1], out=wrong)
-        resized = torch.empty(0)  # resized on its first call: not stored then
+        resized = torch.empty(0, device=DEVICE)  # resized on its first call: not stored then
         torch.add(pairs[0][0], pairs[0][1], out=resized)
         assert stores.count == 1
     for (a, b), out, target in zip(pairs, outs, targets):
@@ -359,11 +359,11 @@ def test_reduction_out_calls_repeat_through_plans() -> None:
     with gems_core.use_gems():
         outs = []
         for x in inputs:
-            out = torch.empty(6)
+            out = torch.empty(6, device=DEVICE)
             assert torch.sum(x, -1, out=out) is out
             outs.append(out)
         assert stores.count == 1
-        means = [torch.mean(x, 0, keepdim=True, out=torch.empty(1, 40)) for x in inputs]
+        means = [torch.mean(x, 0, keepdim=True, out=torch.empty(1, 40, device=DEVICE)) for x in inputs]
         assert stores.count == 2
     for x, out, m in zip(inputs, outs, means):
         close(out, x.sum(-1))
