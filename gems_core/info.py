@@ -209,6 +209,7 @@ def collect() -> dict[str, Any]:
         {
             "name": t.name,
             "params": list(t.params),
+            "optional": list(t.optional),
             "description": t.description,
             "defaults": _configs(t.defaults),
         }
@@ -386,7 +387,8 @@ def _ops_lines(ops: Mapping[str, Any]) -> list[str]:
 def _tunable_lines(tunables: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = ["Tunables:" if tunables else "Tunables: none"]
     for t in tunables:
-        lines.append(f"  {t['name']}: params {', '.join(t['params']) or '-'}")
+        params = [p + (" (optional)" if p in t.get("optional", ()) else "") for p in t["params"]]
+        lines.append(f"  {t['name']}: params {', '.join(params) or '-'}")
         if t["description"]:
             lines.append(f"    {t['description']}")
         lines += _config_lines("core defaults", t["defaults"], "    ")
