@@ -138,7 +138,7 @@ struct Allocation {
 };
 
 constexpr size_t kMaxArgs = 96;
-// Slots of list elements: kListSlot + position * kListWidth + element (recorder.py LIST_SLOT).
+// Slots of list elements: kListSlot + position * kListWidth + element (recorder.py's slots).
 constexpr int kListSlot = 1 << 20;
 constexpr size_t kListWidth = 1024;
 
@@ -581,7 +581,7 @@ class NativeKernel final : public c10::OperatorKernel {
       }
       if (record && v.isTensor() && v.toTensor().defined()) tensors.append(py::make_tuple(i, value));
       if (record && (v.isTensorList() || v.isList()) && !value.is_none()) {
-        // list elements as operands, at their list slots (recorder.py LIST_SLOT)
+        // list elements as operands, at their list slots (kListSlot)
         size_t j = 0;
         for (const auto& item : value) {
           if (j < kListWidth && THPVariable_Check(item.ptr())) {

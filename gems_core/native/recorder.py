@@ -12,8 +12,9 @@ outputs or buffers it allocated. Its recipe then lists
 - ``returns``: the slot of each returned tensor,
 
 where slots ``0 .. n-1`` are the call's stack arguments, ``n + i`` its allocation ``i`` and
-``LIST_SLOT + p * LIST_WIDTH + j`` element ``j`` of list argument ``p`` (``Tensor[]``,
-``Tensor?[]``).
+``2**20 + p * 1024 + j`` element ``j`` of list argument ``p`` (``Tensor[]``, ``Tensor?[]``;
+dispatch_layer.cpp's kListSlot and kListWidth: the C++ side passes list elements to
+:func:`record_call` at those slots, so nothing here decodes them).
 Anything else (a host read of a result, an ATen fallback, an op on the data outside a
 kernel, benchmarking of configs, an output that is a view into a larger buffer) gives no
 recipe, and the call keeps the Python path.
@@ -40,10 +41,6 @@ KINDS = {"pointer": 0, "null": 1, "i32": 2, "i64": 3, "u32": 4, "u64": 5, "f32":
 #: PyTorch's launcher argument codes (see launch_cache.torch_launcher) -> kinds
 _CODE_KINDS = {"i": "i32", "l": "i64", "b": "i8", "h": "i16", "I": "u32", "K": "u64", "B": "u8",
                "H": "u16", "f": "f32", "d": "f64"}
-
-#: slots of list elements (dispatch_layer.cpp's kListSlot and kListWidth)
-LIST_SLOT = 1 << 20
-LIST_WIDTH = 1024
 
 _ALLOCATIONS = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"})
 #: operations that neither read nor write data (beyond views, which are told apart by schema)

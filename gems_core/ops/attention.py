@@ -397,6 +397,16 @@ def _merge_splits(
 
 
 @triton.jit
+def _decode_program(pid, HKV, GROUP, L, BLOCK_R: tl.constexpr):
+    """(group rows, batch * key/value head, batch, key/value head, first row) of decode
+    program ``pid``: programs run over (batch, key/value head, block of BLOCK_R group rows)."""
+    group_rows = GROUP * L
+    row_blocks = tl.cdiv(group_rows, BLOCK_R)
+    bhk = pid // row_blocks
+    return group_rows, bhk, (bhk // HKV).to(tl.int64), (bhk % HKV).to(tl.int64), (pid % row_blocks) * BLOCK_R
+
+
+@triton.jit
 def _attention_decode_kernel(
     q_ptr,  # (B, H, L, D)
     k_ptr,  # (B, HKV, S, D)
@@ -440,12 +450,7 @@ def _attention_decode_kernel(
     pid = tl.program_id(0)
     split = tl.program_id(1)
     splits = tl.num_programs(1)
-    group_rows = GROUP * L
-    row_blocks = tl.cdiv(group_rows, BLOCK_R)
-    bhk = pid // row_blocks
-    b = (bhk // HKV).to(tl.int64)
-    hk = (bhk % HKV).to(tl.int64)
-    first_row = (pid % row_blocks) * BLOCK_R
+    group_rows, bhk, b, hk, first_row = _decode_program(pid, HKV, GROUP, L, BLOCK_R)
     r = first_row + tl.arange(0, BLOCK_R)
     row_ok = r < group_rows
     query = r % L
@@ -521,13 +526,8 @@ def _attention_decode_combine_kernel(
     WRITE_LSE: tl.constexpr,
 ):
     # one program per row block of the decode grid, merging its rows' splits
-    pid = tl.program_id(0)
-    group_rows = GROUP * L
-    row_blocks = tl.cdiv(group_rows, BLOCK_R)
-    bhk = pid // row_blocks
-    b = (bhk // HKV).to(tl.int64)
-    hk = (bhk % HKV).to(tl.int64)
-    _merge_splits(part_ptr, lse_offset, o_ptr, lse_ptr, bhk.to(tl.int64) * group_rows, (pid % row_blocks) * BLOCK_R,
+    group_rows, bhk, b, hk, first_row = _decode_program(tl.program_id(0), HKV, GROUP, L, BLOCK_R)
+    _merge_splits(part_ptr, lse_offset, o_ptr, lse_ptr, bhk.to(tl.int64) * group_rows, first_row,
                   group_rows, splits, b, hk, GROUP, L, so_b, so_h, so_l, so_d, DV, BLOCK_G, BLOCK_SPLITS, CHUNK,
                   BLOCK_DV, WRITE_LSE, "")
 

@@ -27,6 +27,7 @@ import torch
 import triton
 import triton.language as tl  # noqa: F401 - the interpreter wants it among a kernel's globals
 
+from ..codegen.layout import max_offset
 from ..codegen.pointwise import TL_DTYPES, pointwise
 from ..launch_cache import recording
 from ..plan_cache import PlanCache, signature
@@ -91,11 +92,9 @@ def may_overlap_itself(t: torch.Tensor) -> bool:
 
 
 def _byte_span(t: torch.Tensor) -> tuple[int, int]:
-    """[first, last) addresses of the bytes ``t``'s elements occupy (strides are never
-    negative in PyTorch)."""
+    """[first, last) addresses of the bytes non-empty ``t``'s elements occupy."""
     start = t.data_ptr()
-    reach = sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
-    return start, start + (reach + 1) * t.element_size()
+    return start, start + (max_offset(t.shape, t.stride()) + 1) * t.element_size()
 
 
 def spans_meet(a: torch.Tensor, b: torch.Tensor) -> bool:
