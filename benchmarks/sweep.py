@@ -76,7 +76,9 @@ def parse_configs(text: str) -> list[KernelConfig]:
         params = {k: int(v) for k, v in (p.split("=") for p in params_text.split(";"))}
         warps = int(launch[0]) if launch else 4
         stages = int(launch[1]) if len(launch) > 1 else 1
-        configs.append(KernelConfig(params, num_warps=warps, num_stages=stages))
+        # compiler options after the stages, e.g. /maxnreg=128
+        options = {k: int(v) for k, v in (o.split("=") for o in launch[2].split(";"))} if len(launch) > 2 else {}
+        configs.append(KernelConfig(params, num_warps=warps, num_stages=stages, options=options))
     return configs
 
 
@@ -84,7 +86,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tunable", required=True)
     parser.add_argument("--ops", required=True, help="comma-separated op names of benchmarks/cases.py")
-    parser.add_argument("--configs", help="candidates, e.g. 'BLOCK_M=1;BLOCK_N=2048/8,...'")
+    parser.add_argument("--configs", help="candidates, e.g. 'BLOCK_M=1;BLOCK_N=2048/8,...' "
+                        "(params/warps/stages/compiler options: 'BLOCK_M=128;BLOCK_N=64/8/2/maxnreg=128')")
     parser.add_argument("--cases", help="only cases whose name contains this text")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()

@@ -67,6 +67,56 @@ def test_gelu_tanh_is_finite_far_from_zero() -> None:
     torch.testing.assert_close(y, F.gelu(x.double(), approximate="tanh").float())
 
 
+DEVICE = torch.device(gems_core.device)
+#: gelu's own normal CDF switches pieces at |x| = 1.42 and takes erfc as 0 past 5.7
+GELU_EDGES = [-5.7, -1.42, 1.42, 5.7]
+
+
+def _gelu_points() -> torch.Tensor:
+    dense = torch.linspace(-12.0, 12.0, 48001, dtype=torch.float64)
+    edges = torch.tensor(GELU_EDGES, dtype=torch.float64)
+    near_edges = (edges[:, None] + torch.linspace(-1e-3, 1e-3, 41, dtype=torch.float64)).flatten()
+    tiny = torch.tensor([1e-30, -1e-30, 1e-7, -1e-7, 0.0, -0.0], dtype=torch.float64)
+    huge = torch.tensor([1e30, -1e30, 3e38, -3e38], dtype=torch.float64)
+    return torch.cat([dense, near_edges, tiny, huge])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_gelu_matches_float64_everywhere(dtype: torch.dtype) -> None:
+    # the whole range through both pieces of the CDF and the tails, each dtype's tolerance
+    # against float64 (the conformance table's), signed zeros and far-out values exactly
+    from gems_conformance.tolerances import tolerance
+
+    x = _gelu_points().to(dtype)
+    want = F.gelu(x.double())
+    with gems_core.use_gems(include=OPS):
+        got = F.gelu(x.to(DEVICE)).cpu()
+    atol, rtol = tolerance(dtype)
+    finite = want.isfinite()
+    torch.testing.assert_close(got.double()[finite], want[finite], atol=atol, rtol=rtol)
+    assert torch.equal(got.double()[~finite].isnan(), want[~finite].isnan())
+    zeros = x == 0
+    assert torch.equal(got[zeros].signbit(), want[zeros].signbit())
+
+
+def test_gelu_special_values() -> None:
+    x = torch.tensor([float("inf"), float("-inf"), float("nan"), -1e30, 1e30, -0.0], device=DEVICE)
+    with gems_core.use_gems(include=OPS):
+        y = F.gelu(x).cpu()
+    assert y[0] == float("inf") and y[1].isnan() and y[2].isnan()
+    assert y[3] == 0.0 and y[3].signbit()
+    assert y[4] == 1e30 and y[5] == 0.0 and y[5].signbit()
+
+
+def test_gelu_backward_matches_float64() -> None:
+    x = _gelu_points()[:-4].float().to(DEVICE).requires_grad_()
+    with gems_core.use_gems(include=OPS):
+        (grad,) = torch.autograd.grad(F.gelu(x).sum(), x)
+    reference = x.detach().cpu().double().requires_grad_()
+    (want,) = torch.autograd.grad(F.gelu(reference).sum(), reference)
+    torch.testing.assert_close(grad.cpu().double(), want, atol=1.3e-6, rtol=1.3e-5)
+
+
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_mlp_trains_with_gems_backward_kernels(approximate: str) -> None:
     torch.manual_seed(0)
