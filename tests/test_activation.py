@@ -13,6 +13,7 @@ from gems_conformance.routing import RouteWatch, implementations
 
 import gems_core
 
+DEVICE = torch.device(gems_core.device)
 #: only the ops under test run on gems, so a fault elsewhere cannot fail these tests
 OPS = ("exp", "relu", "gelu", "gelu_backward", "silu", "silu_backward", "mm")
 
@@ -25,15 +26,17 @@ def _outcome(fn: Callable[[], Any]) -> str:
     return "ok"
 
 
-INTS = torch.tensor([1, -2, 3])
+INTS = torch.tensor([1, -2, 3], device=DEVICE)
 ERRORS = {
-    "relu of bool": lambda: torch.relu(torch.tensor([True, False])),
-    "relu_ of bool": lambda: torch.tensor([True, False]).relu_(),
+    "relu of bool": lambda: torch.relu(torch.tensor([True, False], device=DEVICE)),
+    "relu_ of bool": lambda: torch.tensor([True, False], device=DEVICE).relu_(),
     "gelu of int": lambda: F.gelu(INTS),
-    "gelu mode": lambda: F.gelu(torch.randn(3), approximate="fast"),
+    "gelu mode": lambda: F.gelu(torch.randn(3, device=DEVICE), approximate="fast"),
     "silu of int": lambda: F.silu(INTS),
     "exp_ of int": lambda: INTS.clone().exp_(),
-    "exp out of int": lambda: torch.exp(torch.randn(3), out=torch.empty(3, dtype=torch.int64)),
+    "exp out of int": lambda: torch.exp(
+        torch.randn(3, device=DEVICE), out=torch.empty(3, dtype=torch.int64, device=DEVICE)
+    ),
 }
 
 
@@ -46,16 +49,16 @@ def test_rejected_inputs_raise_atens_error(name: str) -> None:
 
 
 def test_relu_propagates_nan() -> None:
-    x = torch.tensor([float("nan"), -1.0, 2.0, float("-inf")])
+    x = torch.tensor([float("nan"), -1.0, 2.0, float("-inf")], device=DEVICE)
     with gems_core.use_gems(include=OPS):
-        y = torch.relu(x)
+        y = torch.relu(x).cpu()
     assert y[0].isnan() and y[1:].tolist() == [0.0, 2.0, 0.0]
 
 
 def test_exp_of_integers_is_float() -> None:
     x = torch.arange(-3, 4, dtype=torch.int32)
     with gems_core.use_gems(include=OPS):
-        y = torch.exp(x)
+        y = torch.exp(x.to(DEVICE)).cpu()
     assert y.dtype == torch.float32
     torch.testing.assert_close(y, torch.exp(x.double()).float())
 
@@ -63,11 +66,10 @@ def test_exp_of_integers_is_float() -> None:
 def test_gelu_tanh_is_finite_far_from_zero() -> None:
     x = torch.tensor([-1e4, -60.0, -10.0, 10.0, 60.0, 1e4])
     with gems_core.use_gems(include=OPS):
-        y = F.gelu(x, approximate="tanh")
+        y = F.gelu(x.to(DEVICE), approximate="tanh").cpu()
     torch.testing.assert_close(y, F.gelu(x.double(), approximate="tanh").float())
 
 
-DEVICE = torch.device(gems_core.device)
 #: gelu's own normal CDF switches pieces at |x| = 1.42 and takes erfc as 0 past 5.7
 GELU_EDGES = [-5.7, -1.42, 1.42, 5.7]
 
@@ -120,8 +122,9 @@ def test_gelu_backward_matches_float64() -> None:
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_mlp_trains_with_gems_backward_kernels(approximate: str) -> None:
     torch.manual_seed(0)
-    x = torch.randn(5, 12)
-    w1, w2 = torch.randn(12, 16, requires_grad=True), torch.randn(16, 3, requires_grad=True)
+    x = torch.randn(5, 12, device=DEVICE)
+    w1 = torch.randn(12, 16, device=DEVICE, requires_grad=True)
+    w2 = torch.randn(16, 3, device=DEVICE, requires_grad=True)
 
     def loss() -> torch.Tensor:
         return F.silu(F.gelu(x @ w1, approximate=approximate) @ w2).sum()
