@@ -9,6 +9,8 @@ import gems_core
 from gems_core import dispatch, info, runtime
 from gems_core.registry import all_impls
 
+DEVICE = torch.device(gems_core.device)
+
 
 @pytest.fixture(autouse=True)
 def gems_off():
@@ -88,7 +90,7 @@ def test_use_gems_nests():
 
 
 def test_use_gems_results_match_aten():
-    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    x = torch.arange(6, dtype=torch.float32, device=DEVICE).reshape(2, 3)
     expected = torch.add(x, x.t().contiguous().t(), alpha=2)
     with gems_core.use_gems(include="add.Tensor"):
         result = torch.add(x, x.t().contiguous().t(), alpha=2)
@@ -184,8 +186,8 @@ def test_composite_ops_are_served_in_inference_mode(monkeypatch):
 def test_autograd_ops_build_a_graph_only_when_a_gradient_is_needed():
     import torch.nn.functional as F
 
-    x = torch.randn(3, 16, dtype=torch.float64)
-    w = torch.randn(16, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(3, 16, dtype=torch.float64, device=DEVICE)
+    w = torch.randn(16, dtype=torch.float64, device=DEVICE, requires_grad=True)
     with gems_core.use_gems(include="rms_norm"):
         frozen = F.rms_norm(x, (16,), w.detach())
         with torch.no_grad():

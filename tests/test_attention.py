@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import gems_core
 from gems_core import runtime, tuning
 from gems_core.contract import KernelConfig
 from gems_core.registry import load_ops
 
+DEVICE = torch.device(gems_core.device)
 OPS = ("scaled_dot_product_attention",)
 #: (atol, rtol) of float32 gradients against float64 (sums over at most ~100 terms)
 GRAD_TOLERANCE = (2e-5, 1e-4)
@@ -52,8 +54,13 @@ def _attention() -> Any:
 def _inputs(b: int, h: int, hkv: int, lq: int, s: int, e: int, ev: int | None = None,
             dtype: torch.dtype = torch.float32, seed: int = 0) -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(shape, generator=g).to(dtype)
+    return [torch.randn(shape, generator=g).to(DEVICE, dtype)
             for shape in ((b, h, lq, e), (b, hkv, s, e), (b, hkv, s, ev or e))]
+
+
+def _on_device(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with their tensors (masks) on the gems device."""
+    return {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
 
 
 GRAD_CASES: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = {
@@ -73,16 +80,18 @@ def test_gradients_match_float64_aten(name: str) -> None:
     inputs = _inputs(*shape, seed=len(name))
     ref_kwargs = {k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
                   for k, v in kwargs.items()}
-    ref_leaves = [t.double().requires_grad_() for t in inputs]
+    ref_leaves = [t.cpu().double().requires_grad_() for t in inputs]
     ref_out = F.scaled_dot_product_attention(*ref_leaves, **ref_kwargs)
     weights = torch.randn(ref_out.shape, generator=torch.Generator().manual_seed(1))
     expected = torch.autograd.grad(ref_out, ref_leaves, weights.double())
     leaves = [t.clone().requires_grad_() for t in inputs]
     with gems_core.use_gems(include=OPS):
-        got = torch.autograd.grad(F.scaled_dot_product_attention(*leaves, **kwargs), leaves, weights)
+        got = torch.autograd.grad(F.scaled_dot_product_attention(*leaves, **_on_device(kwargs)), leaves,
+                                  weights.to(DEVICE))
     atol, rtol = GRAD_TOLERANCE
     for label, g, e in zip("qkv", got, expected):
-        torch.testing.assert_close(g.double(), e, atol=atol, rtol=rtol, msg=lambda m, label=label: f"d{label}: {m}")
+        torch.testing.assert_close(g.cpu().double(), e, atol=atol, rtol=rtol,
+                                   msg=lambda m, label=label: f"d{label}: {m}")
 
 
 def test_gems_kernels_run_forward_and_backward(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,9 +113,10 @@ def _forcing(**configs: KernelConfig) -> Any:
 
 
 def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-    """ATen in float64 (an additive mask too). ATen's float64 path scales q and k by
-    sqrt(scale) each, NaN for a negative scale: that case is written out."""
-    q, k, v = q.double(), k.double(), v.double()
+    """ATen in float64 on the CPU (an additive mask too). ATen's float64 path scales q and k
+    by sqrt(scale) each, NaN for a negative scale: that case is written out."""
+    q, k, v = q.cpu().double(), k.cpu().double(), v.cpu().double()
+    kwargs = {k_: v_.cpu() if isinstance(v_, torch.Tensor) else v_ for k_, v_ in kwargs.items()}
     kwargs = {k_: v_.double() if isinstance(v_, torch.Tensor) and v_.is_floating_point() else v_
               for k_, v_ in kwargs.items()}
     scale = kwargs.get("scale")
@@ -138,9 +148,10 @@ def test_decode_splits_the_keys_and_combines(merge: str, monkeypatch: pytest.Mon
     q, k, v = _inputs(2, 2, 2, 1, 70, 16)
     mask = torch.rand(2, 1, 1, 70) > 0.3
     with _forcing(attention_decode=SMALL_DECODE_BLOCKS), gems_core.use_gems(include=OPS):
-        got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(DEVICE))
     assert decode == [(4, 5)] and combine == ([(4,)] if merge == "kernel" else []) and not forward
-    torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    expected = F.scaled_dot_product_attention(q.cpu(), k.cpu(), v.cpu(), attn_mask=mask)
+    torch.testing.assert_close(got.cpu(), expected)
 
 
 @pytest.mark.parametrize("shape", [(None, 8, 4, 1, 27), (1, 4, 1, 1, 13)], ids=["programs fill the chip", "one key block"])
@@ -155,14 +166,14 @@ def test_decode_with_one_split_writes_the_output_itself(shape: tuple[Any, ...], 
     if b is None:
         blocks = {"BLOCK_D": 16, "BLOCK_DV": 16, "INPUT_PRECISION": "ieee"}
         tile = attention._decode_tile_bytes(torch.float32, 16, blocks, False, SMALL_DECODE_BLOCKS)
-        slots = runtime.compute_units("cpu", None) * attention.decode_resident(
+        slots = runtime.compute_units(DEVICE.type, DEVICE.index) * attention.decode_resident(
             SMALL_DECODE_BLOCKS, tile, runtime.current().limits.shared_memory_per_block)
         b = -(-int(attention._DECODE_ONE_SPLIT * slots) // hkv)
     q, k, v = _inputs(b, h, hkv, lq, s, 16)
     with _forcing(attention_decode=SMALL_DECODE_BLOCKS), gems_core.use_gems(include=OPS):
         got = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
     assert decode == [(b * hkv, 1)] and not combine
-    torch.testing.assert_close(got.double(), _reference(q, k, v, enable_gqa=True), atol=OUT_TOLERANCE[0],
+    torch.testing.assert_close(got.cpu().double(), _reference(q, k, v, enable_gqa=True), atol=OUT_TOLERANCE[0],
                                rtol=OUT_TOLERANCE[1])
 
 
@@ -172,9 +183,9 @@ def _decode_mask(kind: str, b: int, h: int, lq: int, s: int) -> torch.Tensor | N
         mask = torch.rand(b, 1, lq, s, generator=g) > 0.3
         mask[:, :, 0] = False
         mask[:, :, 0, s - 1] = True
-        return mask
+        return mask.to(DEVICE)
     if kind == "float":  # per head and query, broadcast over the batch
-        return torch.randn(h, lq, s, generator=g) * 2
+        return (torch.randn(h, lq, s, generator=g) * 2).to(DEVICE)
     return None
 
 
@@ -205,7 +216,7 @@ def test_decode_matches_float64_aten(name: str, mask_kind: str, monkeypatch: pyt
     rows = h // hkv * lq
     assert decode and decode[0][0] == b * hkv * (1 if rows <= 64 else 2)
     atol, rtol = OUT_TOLERANCE
-    torch.testing.assert_close(got.double(), _reference(q, k, v, **kwargs), atol=atol, rtol=rtol)
+    torch.testing.assert_close(got.cpu().double(), _reference(q, k, v, **kwargs), atol=atol, rtol=rtol)
     if mask_kind == "bool":  # a query that attends one key gets that key's value
         torch.testing.assert_close(got[:, :, 0], v[:, :, s - 1].repeat_interleave(h // hkv, dim=1))
 
@@ -214,13 +225,13 @@ def test_decode_row_that_attends_nothing_gives_zeros() -> None:
     """Every split of batch 0 attends nothing (the combine sees only -inf), batch 1 a
     single key in the last split."""
     q, k, v = _inputs(2, 4, 2, 1, 70, 16)
-    mask = torch.zeros(2, 1, 1, 70, dtype=torch.bool)
+    mask = torch.zeros(2, 1, 1, 70, dtype=torch.bool, device=DEVICE)
     mask[1, ..., 66] = True
     with _forcing(attention_decode=SMALL_DECODE_BLOCKS), gems_core.use_gems(include=OPS):
         got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
     assert not got[0].any()
     torch.testing.assert_close(got[1], v[1, :, 66:67].repeat_interleave(2, dim=0))
-    torch.testing.assert_close(got.double(), _reference(q, k, v, attn_mask=mask, enable_gqa=True))
+    torch.testing.assert_close(got.cpu().double(), _reference(q, k, v, attn_mask=mask, enable_gqa=True))
 
 
 def test_decode_splits_fill_the_chip() -> None:
@@ -301,7 +312,7 @@ def test_decode_forced_splits_match_float64_aten(name: str, mask_kind: str, merg
     expected = _reference(q, k, v, **kwargs)
     for _ in range(2):
         got = plan(q, k, v, mask)
-        torch.testing.assert_close(got.double(), expected, atol=OUT_TOLERANCE[0], rtol=OUT_TOLERANCE[1])
+        torch.testing.assert_close(got.cpu().double(), expected, atol=OUT_TOLERANCE[0], rtol=OUT_TOLERANCE[1])
     assert all(not counts.any() for counts in attention._merge_counts.values())
 
 
@@ -318,7 +329,7 @@ def test_decode_dtypes_match_float64_aten(dtype: torch.dtype, merge: str, monkey
         got = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
     assert decode == [(4, 6)] and got.dtype == dtype
     atol, rtol = _decode_tolerance(dtype)
-    torch.testing.assert_close(got.double(), _reference(q, k, v, enable_gqa=True), atol=atol, rtol=rtol)
+    torch.testing.assert_close(got.cpu().double(), _reference(q, k, v, enable_gqa=True), atol=atol, rtol=rtol)
 
 
 @pytest.mark.parametrize("mask_kind", ["none", "bool", "float"])
@@ -343,7 +354,7 @@ def test_decode_repeat_calls_replay_the_plan(mask_kind: str, three_d: bool) -> N
         for q, k, v, mask in calls:
             got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=not three_d)
             expected = _reference(q, k, v, attn_mask=mask, enable_gqa=not three_d)
-            torch.testing.assert_close(got.double(), expected, atol=OUT_TOLERANCE[0], rtol=OUT_TOLERANCE[1])
+            torch.testing.assert_close(got.cpu().double(), expected, atol=OUT_TOLERANCE[0], rtol=OUT_TOLERANCE[1])
             assert got.shape == expected.shape
     assert attention._decode_plans.stores == stores + 1 and len(attention._decode_plans) == 1
 
@@ -384,11 +395,11 @@ def test_prefill_blocks_match_float64_aten(name: str, block_n: int, monkeypatch:
     q, k, v = _inputs(*shape, 16, seed=shape[3])
     small = KernelConfig({"BLOCK_M": 16, "BLOCK_N": block_n})
     with _forcing(attention=small), gems_core.use_gems(include=OPS):
-        got = F.scaled_dot_product_attention(q, k, v, **kwargs)
+        got = F.scaled_dot_product_attention(q, k, v, **_on_device(kwargs))
     b, h, _, lq, _ = shape
     assert forward == [(b * h * -(-lq // 16),)]
     atol, rtol = OUT_TOLERANCE
-    torch.testing.assert_close(got.double(), _reference(q, k, v, **kwargs), atol=atol, rtol=rtol)
+    torch.testing.assert_close(got.cpu().double(), _reference(q, k, v, **kwargs), atol=atol, rtol=rtol)
 
 
 def test_causal_single_query_attends_the_first_key() -> None:
@@ -410,9 +421,11 @@ def _outcome(fn: Callable[[], Any]) -> str:
 Q, K, V = _inputs(1, 4, 2, 5, 7, 16)
 ERRORS = {
     "head dims differ": lambda: F.scaled_dot_product_attention(Q, K[..., :8], V),
-    "mask shape": lambda: F.scaled_dot_product_attention(Q, K, K, attn_mask=torch.ones(6, 7, dtype=torch.bool)),
-    "mask of one dim": lambda: F.scaled_dot_product_attention(Q, K, K, attn_mask=torch.zeros(7)),
-    "mask and causal": lambda: F.scaled_dot_product_attention(Q, K, K, attn_mask=torch.zeros(5, 7), is_causal=True),
+    "mask shape": lambda: F.scaled_dot_product_attention(
+        Q, K, K, attn_mask=torch.ones(6, 7, dtype=torch.bool, device=DEVICE)),
+    "mask of one dim": lambda: F.scaled_dot_product_attention(Q, K, K, attn_mask=torch.zeros(7, device=DEVICE)),
+    "mask and causal": lambda: F.scaled_dot_product_attention(
+        Q, K, K, attn_mask=torch.zeros(5, 7, device=DEVICE), is_causal=True),
     "heads without gqa": lambda: F.scaled_dot_product_attention(Q, K, V),
     "heads not a multiple": lambda: F.scaled_dot_product_attention(Q[:, :3], K, V, enable_gqa=True),
     "dtypes differ": lambda: F.scaled_dot_product_attention(Q, K.half(), V),
@@ -445,8 +458,9 @@ def test_dropout_goes_to_aten_with_one_warning(monkeypatch: pytest.MonkeyPatch) 
 def test_mask_that_needs_a_gradient_goes_to_aten(monkeypatch: pytest.MonkeyPatch) -> None:
     forward = _spy(monkeypatch, "attention", "_forward")
     q, k, v = _inputs(1, 2, 2, 5, 7, 16)
-    mask = torch.randn(5, 7, requires_grad=True)
-    with gems_core.use_gems(include=OPS):
+    mask = torch.randn(5, 7, device=DEVICE, requires_grad=True)
+    # ATen's math backend: its CUDA memory-efficient kernel rejects these unaligned lengths
+    with sdpa_kernel(SDPBackend.MATH), gems_core.use_gems(include=OPS):
         F.scaled_dot_product_attention(q, k, v, attn_mask=mask).sum().backward()
     assert not forward and mask.grad is not None
 

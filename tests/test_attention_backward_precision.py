@@ -22,6 +22,7 @@ import gems_core
 from gems_core import tuning
 from gems_core.contract import KernelConfig
 
+DEVICE = torch.device(gems_core.device)
 OPS = ("scaled_dot_product_attention",)
 LENGTH = 512 + 17
 #: (atol, rtol) against float64: measured errors are below 1.1e-6 absolute (|dV| up to 3),
@@ -57,6 +58,7 @@ def _grads(inputs: list[torch.Tensor], weights: torch.Tensor, kwargs: dict[str, 
 
 
 def _check(name: str, config: KernelConfig) -> None:
+    # the inputs and references on the CPU, gems' gradients from copies on its device
     inputs, kwargs = _case(name)
     # multiples of 1/64: the same upstream gradient in float32 and float64, exactly
     g = torch.Generator().manual_seed(6)
@@ -66,7 +68,9 @@ def _check(name: str, config: KernelConfig) -> None:
     aten = _grads(inputs, weights, kwargs)
     with tuning.forcing(lambda t: config if t.name == "attention_backward" else t.configs()[0]), \
             gems_core.use_gems(include=OPS):
-        got = _grads(inputs, weights, kwargs)
+        got = _grads([t.to(DEVICE) for t in inputs], weights.to(DEVICE),
+                     {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()})
+    got = tuple(g_.cpu() for g_ in got)
     atol, rtol = TOLERANCE
     for label, g_, a, e in zip("qkv", got, aten, expected):
         torch.testing.assert_close(g_.double(), e, atol=atol, rtol=rtol, msg=lambda m, label=label: f"d{label}: {m}")

@@ -13,16 +13,19 @@ from typing import Any
 import pytest
 import torch
 
+import gems_core
 from gems_core import fused
 
+DEVICE = torch.device(gems_core.device)
 #: (atol, rtol) against the float64 reference; half types round the result once more
 TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3), torch.float64: (1e-12, 1e-12)}
 DTYPES = (torch.float32, torch.float16)
 
 
-def _rand(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
+def _rand(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0,
+          device: torch.device = DEVICE) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+    return torch.randn(shape, generator=g, dtype=torch.float64).to(device, dtype)
 
 
 def _close(actual: Any, expected: Any, dtype: torch.dtype) -> None:
@@ -30,17 +33,18 @@ def _close(actual: Any, expected: Any, dtype: torch.dtype) -> None:
     for a, e in zip(actual if isinstance(actual, tuple) else (actual,),
                     expected if isinstance(expected, tuple) else (expected,)):
         assert a.dtype == dtype
-        torch.testing.assert_close(a.double(), e.to(dtype).double(), atol=atol, rtol=rtol)
+        torch.testing.assert_close(a.cpu().double(), e.to(dtype).double(), atol=atol, rtol=rtol)
 
 
 def _f64(*tensors: torch.Tensor | None) -> list[Any]:
-    return [t.double() if t is not None else None for t in tensors]
+    """Float64 copies on the CPU, for the references."""
+    return [t.cpu().double() if t is not None else None for t in tensors]
 
 
 def _rope_tables(positions: int, rotary_dim: int, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     inv_freq = 1.0 / 10000 ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
     angles = torch.arange(positions, dtype=torch.float64)[:, None] * inv_freq
-    return angles.cos().to(dtype), angles.sin().to(dtype)
+    return angles.cos().to(DEVICE, dtype), angles.sin().to(DEVICE, dtype)
 
 
 # -- forward ---------------------------------------------------------------------------------
@@ -51,20 +55,20 @@ def _rope_tables(positions: int, rotary_dim: int, dtype: torch.dtype = torch.flo
 def test_gated_activation_matches_reference(name: str, dtype: torch.dtype) -> None:
     x = _rand(3, 5, 2 * 33, dtype=dtype)
     if name == "silu":
-        _close(fused.silu_and_mul(x), fused.silu_and_mul_reference(x.double()), dtype)
+        _close(fused.silu_and_mul(x), fused.silu_and_mul_reference(*_f64(x)), dtype)
     else:
         mode = "tanh" if name == "gelu_tanh" else "none"
-        _close(fused.gelu_and_mul(x, mode), fused.gelu_and_mul_reference(x.double(), mode), dtype)
+        _close(fused.gelu_and_mul(x, mode), fused.gelu_and_mul_reference(*_f64(x), mode), dtype)
 
 
 def test_gated_activation_reads_strided_input() -> None:
     x = _rand(2 * 33, 7).t()  # (7, 66), columns strided
-    _close(fused.silu_and_mul(x), fused.silu_and_mul_reference(x.double()), torch.float32)
+    _close(fused.silu_and_mul(x), fused.silu_and_mul_reference(*_f64(x)), torch.float32)
 
 
 def test_gated_activation_rejects_odd_last_dim() -> None:
     with pytest.raises(ValueError, match="even"):
-        fused.silu_and_mul(torch.randn(3, 5))
+        fused.silu_and_mul(torch.randn(3, 5, device=DEVICE))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -94,9 +98,10 @@ def test_rotary_matches_reference(dtype: torch.dtype, interleaved: bool, positio
     # head_dim 12 with 8 rotary dims: 4 dims pass through; 4 query heads share 2 key heads
     q, k = _rand(2, 5, 4, 12, dtype=dtype), _rand(2, 5, 2, 12, dtype=dtype, seed=1)
     cos, sin = _rope_tables(16, 8)
-    pos = torch.tensor([[3, 1, 4, 1, 5], [9, 2, 6, 5, 15]]) if positions == "given" else None
+    pos = torch.tensor([[3, 1, 4, 1, 5], [9, 2, 6, 5, 15]], device=DEVICE) if positions == "given" else None
     got = fused.apply_rotary_position_embedding(q, k, cos, sin, pos, interleaved)
-    want = fused.apply_rotary_position_embedding_reference(*_f64(q, k, cos, sin), pos, interleaved)
+    want = fused.apply_rotary_position_embedding_reference(*_f64(q, k, cos, sin), None if pos is None else pos.cpu(),
+                                                           interleaved)
     _close(got, want, dtype)
 
 
@@ -108,10 +113,15 @@ def test_rotary_reads_heads_first_layout() -> None:
 
 
 def test_rotary_rejects_position_past_the_tables() -> None:
+    from gems_core.ops.indexing import host_checks_indices
+
+    if not host_checks_indices(DEVICE):
+        pytest.skip("checked by a device-side assertion there, which ends the process's context")
     cos, sin = _rope_tables(4, 8)
     with pytest.raises(IndexError):
-        fused.apply_rotary_position_embedding(torch.randn(1, 2, 1, 8), torch.randn(1, 2, 1, 8), cos, sin,
-                                              torch.tensor([[0, 4]]))
+        fused.apply_rotary_position_embedding(torch.randn(1, 2, 1, 8, device=DEVICE),
+                                              torch.randn(1, 2, 1, 8, device=DEVICE), cos, sin,
+                                              torch.tensor([[0, 4]], device=DEVICE))
 
 
 # -- backward --------------------------------------------------------------------------------
@@ -121,7 +131,8 @@ def _grads(fn: Callable[..., Any], inputs: list[torch.Tensor | None], seed: int 
     leaves = [t.detach().requires_grad_() if t is not None and t.is_floating_point() else t for t in inputs]
     outputs = fn(*leaves)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    loss = sum((o * _rand(*o.shape, dtype=o.dtype, seed=seed + i)).sum() for i, o in enumerate(outputs))
+    loss = sum((o * _rand(*o.shape, dtype=o.dtype, seed=seed + i, device=o.device)).sum()
+               for i, o in enumerate(outputs))
     wanted = [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
     return list(torch.autograd.grad(loss, wanted))
 
@@ -136,7 +147,8 @@ BACKWARD_CASES = {
     "skip_layer_norm": (fused.skip_layer_norm, fused.skip_layer_norm_reference,
                         lambda: [_rand(5, 33), _rand(5, 33, seed=1), _rand(33, seed=2), _rand(33, seed=3)]),
     "rotary": (lambda q, k: fused.apply_rotary_position_embedding(q, k, *_rope_tables(8, 6)),
-               lambda q, k: fused.apply_rotary_position_embedding_reference(q, k, *_rope_tables(8, 6, torch.float64)),
+               lambda q, k: fused.apply_rotary_position_embedding_reference(
+                   q, k, *_f64(*_rope_tables(8, 6, torch.float64))),
                lambda: [_rand(2, 3, 4, 8), _rand(2, 3, 2, 8, seed=1)]),
 }
 
@@ -150,7 +162,7 @@ def test_backward_matches_reference(name: str) -> None:
     assert len(got) == len(want)
     for g, w in zip(got, want):
         # weight gradients sum over the 5 rows: one more rounding per row
-        torch.testing.assert_close(g.double(), w, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(g.cpu().double(), w, atol=1e-5, rtol=1e-5)
 
 
 def test_skip_rms_norm_backward_without_residual_use() -> None:
@@ -159,7 +171,7 @@ def test_skip_rms_norm_backward_without_residual_use() -> None:
     got = _grads(lambda *a: fused.skip_rms_norm(*a)[0], [x, r, w])
     want = _grads(lambda *a: fused.skip_rms_norm_reference(*a)[0], _f64(x, r, w))
     for g, w_ in zip(got, want):
-        torch.testing.assert_close(g.double(), w_, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(g.cpu().double(), w_, atol=1e-5, rtol=1e-5)
 
 
 # -- the custom-op contract and torch.compile ------------------------------------------------

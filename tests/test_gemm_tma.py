@@ -25,6 +25,7 @@ from gems_core.contract import KernelConfig, Limits, TritonTarget
 from gems_core.launch_cache import KernelCompileError
 from gems_core.registry import load_ops
 
+DEVICE = torch.device(gems_core.device)
 OPS = ("mm", "addmm", "mm.out", "addmm.out")
 #: small tiles: several tiles per persistent program (the interpreter runs 8), a partial
 #: last group of tile rows, and edges in M, N and K that cut through tiles
@@ -72,15 +73,20 @@ def _operand(shape: tuple[int, int], layout: str, seed: int, dtype: torch.dtype 
     g = torch.Generator().manual_seed(seed)
     rows, cols = shape
     if layout == "col":
-        return (torch.rand(cols, rows, generator=g) * 2 - 1).to(dtype).t()
+        return (torch.rand(cols, rows, generator=g) * 2 - 1).to(DEVICE, dtype).t()
     if layout == "strided":
-        return (torch.rand(rows, 2 * cols, generator=g) * 2 - 1).to(dtype)[:, ::2]
-    return (torch.rand(rows, cols, generator=g) * 2 - 1).to(dtype)
+        return (torch.rand(rows, 2 * cols, generator=g) * 2 - 1).to(DEVICE, dtype)[:, ::2]
+    return (torch.rand(rows, cols, generator=g) * 2 - 1).to(DEVICE, dtype)
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """A float64 copy on the CPU, for the references."""
+    return t.cpu().double()
 
 
 def _check(got: torch.Tensor, expected: torch.Tensor) -> None:
     assert got.dtype == torch.float16
-    torch.testing.assert_close(got.double(), expected, rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(got.cpu().double(), expected, rtol=2e-3, atol=2e-3)
 
 
 # -- which products take it ----------------------------------------------------------------
@@ -126,7 +132,7 @@ def test_only_describable_operands_take_it(monkeypatch: pytest.MonkeyPatch) -> N
             assert pick(a, b) == "tma"
     assert pick(_operand((M, K), "strided", 5), b_row) == "general"  # a unit stride is needed
     assert pick(row, b_row[:, :1].expand(K, N)) == "general"  # stride 0
-    assert pick(torch.empty(M, K + 8, dtype=torch.float16)[:, 1:-7], b_row) == "general"  # base 2 B off
+    assert pick(torch.empty(M, K + 8, dtype=torch.float16, device=DEVICE)[:, 1:-7], b_row) == "general"  # base 2 B off
     # K = 33: rows of 66 bytes cannot be described, columns of M or N elements can
     assert pick(_operand((M, 33), "row", 7), _operand((33, N), "row", 8)) == "general"
     assert pick(_operand((M, 33), "col", 7), _operand((33, N), "row", 8)) == "tma"
@@ -181,12 +187,13 @@ def test_products_match_float64(hopper: list[str], layouts: tuple[str, str]) -> 
         biased = torch.addmm(row_bias, a, b, beta=0.5, alpha=-2.0)
         column = torch.addmm(col_bias, a, b, alpha=0.25)
         # beta == 0 ignores the input: no bias, the result through a descriptor, scaled
-        scaled = torch.addmm(torch.full((M, N), float("nan"), dtype=torch.float16), a, b, beta=0, alpha=-1.5)
-    wide = a.double() @ b.double()
+        scaled = torch.addmm(torch.full((M, N), float("nan"), dtype=torch.float16, device=DEVICE), a, b, beta=0,
+                             alpha=-1.5)
+    wide = _wide(a) @ _wide(b)
     _check(product, wide)
     _check(scaled, -1.5 * wide)
-    _check(biased, 0.5 * row_bias.double() - 2.0 * wide)
-    _check(column, col_bias.double() + 0.25 * wide)
+    _check(biased, 0.5 * _wide(row_bias) - 2.0 * wide)
+    _check(column, _wide(col_bias) + 0.25 * wide)
     assert hopper == ["tma"] * 4
 
 
@@ -196,12 +203,12 @@ def test_first_config_out_layouts_and_in_place(hopper: list[str]) -> None:
     M, K, N = SHAPE
     a, b = _operand((M, K), "row", 5), _operand((K, N), "col", 6)
     c = _operand((M, N), "row", 7)
-    expected = 1.5 * c.double() + 0.5 * (a.double() @ b.double())
-    out = torch.empty(N, M, dtype=torch.float16).t()
+    expected = 1.5 * _wide(c) + 0.5 * (_wide(a) @ _wide(b))
+    out = torch.empty(N, M, dtype=torch.float16, device=DEVICE).t()
     with gems_core.use_gems(include=OPS):
         torch.mm(a, b, out=out)
         torch.addmm(c, a, b, beta=1.5, alpha=0.5, out=c)
-    _check(out, a.double() @ b.double())
+    _check(out, _wide(a) @ _wide(b))
     _check(c, expected)
     assert hopper == ["tma"] * 2
 
@@ -214,7 +221,7 @@ def test_repeat_calls_keep_the_full_path(hopper: list[str]) -> None:
         a, b = _operand((M, K), "row", 10 + step), _operand((K, N), "row", 20 + step)
         with gems_core.use_gems(include=OPS):
             got = torch.mm(a, b)
-        _check(got, a.double() @ b.double())
+        _check(got, _wide(a) @ _wide(b))
     assert hopper == ["tma"] * 3
 
 
@@ -223,7 +230,7 @@ def test_other_layouts_keep_the_tiled_kernel(hopper: list[str]) -> None:
     a, b = _operand((M, K), "strided", 1), _operand((K, N), "row", 2)
     with gems_core.use_gems(include=OPS):
         got = torch.mm(a, b)
-    _check(got, a.double() @ b.double())
+    _check(got, _wide(a) @ _wide(b))
     assert hopper == ["general"]
 
 
@@ -240,8 +247,8 @@ def test_a_compile_failure_turns_the_variant_off(hopper: list[str], monkeypatch:
         warnings.simplefilter("always")
         first = torch.mm(a, b)
         second = torch.mm(a, b)
-    _check(first, a.double() @ b.double())
-    _check(second, a.double() @ b.double())
+    _check(first, _wide(a) @ _wide(b))
+    _check(second, _wide(a) @ _wide(b))
     assert hopper == ["tma", "general", "general"]  # tried once, then never again
     assert gemm_tma.turned_off is not None
     assert any("TMA variant of mm failed to compile" in str(w.message) for w in caught)

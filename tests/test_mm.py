@@ -16,6 +16,7 @@ from gems_core import runtime, tuning
 from gems_core.registry import load_ops
 from gems_core.tuning import tunables
 
+DEVICE = torch.device(gems_core.device)
 #: only the ops under test run on gems, so a fault elsewhere cannot fail these tests
 OPS = ("mm", "addmm")
 
@@ -36,14 +37,14 @@ def _outcome(fn: Callable[[], Any]) -> str:
     return "ok"
 
 
-A, B = torch.randn(3, 4), torch.randn(4, 5)
+A, B = torch.randn(3, 4, device=DEVICE), torch.randn(4, 5, device=DEVICE)
 ERRORS = {
     "dtype mismatch": lambda: torch.mm(A, B.half()),
-    "shape mismatch": lambda: torch.mm(A, torch.randn(3, 5)),
-    "not a matrix": lambda: torch.mm(A, torch.randn(4)),
-    "addmm input shape": lambda: torch.addmm(torch.randn(2, 5), A, B),
-    "addmm input dtype": lambda: torch.addmm(torch.randn(3, 5).half(), A, B),
-    "out dtype": lambda: torch.mm(A, B, out=torch.empty(3, 5, dtype=torch.float64)),
+    "shape mismatch": lambda: torch.mm(A, torch.randn(3, 5, device=DEVICE)),
+    "not a matrix": lambda: torch.mm(A, torch.randn(4, device=DEVICE)),
+    "addmm input shape": lambda: torch.addmm(torch.randn(2, 5, device=DEVICE), A, B),
+    "addmm input dtype": lambda: torch.addmm(torch.randn(3, 5, device=DEVICE).half(), A, B),
+    "out dtype": lambda: torch.mm(A, B, out=torch.empty(3, 5, dtype=torch.float64, device=DEVICE)),
 }
 
 
@@ -56,24 +57,24 @@ def test_invalid_calls_raise_atens_error(name: str) -> None:
 
 
 def test_empty_k_gives_zeros_and_beta_times_input() -> None:
-    a, b, c = torch.randn(4, 0), torch.randn(0, 3), torch.randn(4, 3)
+    a, b, c = torch.randn(4, 0, device=DEVICE), torch.randn(0, 3, device=DEVICE), torch.randn(4, 3, device=DEVICE)
     with gems_core.use_gems(include=OPS):
         product = torch.mm(a, b)
         biased = torch.addmm(c, a, b, beta=2.0)
-    assert torch.equal(product, torch.zeros(4, 3))
+    assert torch.equal(product, torch.zeros(4, 3, device=DEVICE))
     assert torch.allclose(biased, 2.0 * c)
 
 
 def test_integer_matrices_go_to_aten() -> None:
-    a, b = torch.randint(-5, 5, (6, 7)), torch.randint(-5, 5, (7, 3))
+    a, b = torch.randint(-5, 5, (6, 7), device=DEVICE), torch.randint(-5, 5, (7, 3), device=DEVICE)
     with gems_core.use_gems(include=OPS):
         got = torch.mm(a, b)
     assert torch.equal(got, a @ b)
 
 
 def test_out_of_another_shape_is_resized_with_atens_warning() -> None:
-    a, b = torch.randn(17, 9), torch.randn(9, 33)
-    out = torch.empty(2, 2)
+    a, b = torch.randn(17, 9, device=DEVICE), torch.randn(9, 33, device=DEVICE)
+    out = torch.empty(2, 2, device=DEVICE)
     with gems_core.use_gems(include=OPS), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.mm(a, b, out=out)
@@ -83,8 +84,8 @@ def test_out_of_another_shape_is_resized_with_atens_warning() -> None:
 
 
 def test_addmm_out_may_be_its_own_input() -> None:
-    a, b = torch.randn(33, 20).t(), torch.randn(33, 18)
-    c = torch.randn(20, 18)
+    a, b = torch.randn(33, 20, device=DEVICE).t(), torch.randn(33, 18, device=DEVICE)
+    c = torch.randn(20, 18, device=DEVICE)
     expected = torch.addmm(c, a, b, beta=0.5, alpha=-2)
     with gems_core.use_gems(include=OPS):
         torch.addmm(c, a, b, beta=0.5, alpha=-2, out=c)
@@ -93,9 +94,9 @@ def test_addmm_out_may_be_its_own_input() -> None:
 
 def test_float64_scalars_keep_their_precision() -> None:
     a, b, c = (
-        torch.randn(5, 6, dtype=torch.float64),
-        torch.randn(6, 7, dtype=torch.float64),
-        torch.randn(5, 7, dtype=torch.float64),
+        torch.randn(5, 6, dtype=torch.float64, device=DEVICE),
+        torch.randn(6, 7, dtype=torch.float64, device=DEVICE),
+        torch.randn(5, 7, dtype=torch.float64, device=DEVICE),
     )
     alpha, beta = 1 / 3, 0.1
     with gems_core.use_gems(include=OPS):
@@ -112,8 +113,8 @@ def test_mm_tunable_keeps_the_names_backends_configure() -> None:
 
 def test_linear_layer_trains_on_gems() -> None:
     torch.manual_seed(0)
-    layer = torch.nn.Linear(24, 10)
-    x = torch.randn(7, 24)
+    layer = torch.nn.Linear(24, 10).to(DEVICE)
+    x = torch.randn(7, 24, device=DEVICE)
     expected = torch.autograd.grad((layer(x) * layer(x)).sum(), (layer.weight, layer.bias))
     with gems_core.use_gems(include=OPS):
         got = torch.autograd.grad((layer(x) * layer(x)).sum(), (layer.weight, layer.bias))
@@ -196,16 +197,21 @@ def _operand(shape: tuple[int, int], dtype: torch.dtype, layout: str, seed: int)
     g = torch.Generator().manual_seed(seed)
     rows, cols = shape
     if layout == "transposed":
-        return (torch.rand(cols, rows, generator=g) * 2 - 1).to(dtype).t()
+        return (torch.rand(cols, rows, generator=g) * 2 - 1).to(DEVICE, dtype).t()
     if layout == "strided":
-        return (torch.rand(rows, 2 * cols, generator=g) * 2 - 1).to(dtype)[:, ::2]
-    return (torch.rand(rows, cols, generator=g) * 2 - 1).to(dtype)
+        return (torch.rand(rows, 2 * cols, generator=g) * 2 - 1).to(DEVICE, dtype)[:, ::2]
+    return (torch.rand(rows, cols, generator=g) * 2 - 1).to(DEVICE, dtype)
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """A float64 copy on the CPU, for the references."""
+    return t.cpu().double()
 
 
 def _check(got: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
     assert got.dtype == dtype
     rtol, atol = TOLERANCES[dtype]
-    torch.testing.assert_close(got.double(), expected, rtol=rtol, atol=atol)
+    torch.testing.assert_close(got.cpu().double(), expected, rtol=rtol, atol=atol)
 
 
 def test_variant_rules() -> None:
@@ -253,19 +259,19 @@ def test_variants_match_float64(
         product = torch.mm(a, b)
         biased = torch.addmm(row_bias, a_t, b_s, beta=0.5, alpha=-2.0)
         column = torch.addmm(col_bias, a, b_s, alpha=0.25)
-    wide = {t: t.double() for t in (a, b, a_t, b_s, row_bias, col_bias)}
+    wide = {t: _wide(t) for t in (a, b, a_t, b_s, row_bias, col_bias)}
     _check(product, wide[a] @ wide[b], dtype)
     _check(biased, 0.5 * wide[row_bias] - 2.0 * (wide[a_t] @ wide[b_s]), dtype)
     _check(column, wide[col_bias] + 0.25 * (wide[a] @ wide[b_s]), dtype)
     expected = VARIANT_SHAPES[shape]
     assert [c for c in calls if c != "split-k reduce"] == [expected] * 3
-    # the reduction runs exactly when K is split (on the interpreter: 8 units, first config)
+    # the reduction runs exactly when K is split (the device's compute units: 8 on the interpreter; first config)
     reduced = calls.count("split-k reduce")
     if expected == "decode":
         _, gemm_decode = _modules()
         p = tunables()["mm_decode"].configs()[0].params
         tiles = -(-M // p["BLOCK_M"]) * -(-N // p["BLOCK_N"])
-        slices, _ = gemm_decode.split_k_slices(tiles, K, p["BLOCK_K"], runtime.compute_units("cpu", None))
+        slices, _ = gemm_decode.split_k_slices(tiles, K, p["BLOCK_K"], runtime.compute_units(DEVICE.type, DEVICE.index))
         assert reduced == (3 if slices > 1 else 0), calls
         assert (slices > 1) == (K == 300)  # both paths are covered
     else:
@@ -274,26 +280,26 @@ def test_variants_match_float64(
 
 def test_decode_out_may_be_its_own_input_and_beta0_ignores_nan(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _spy_variants(monkeypatch)
-    a, b = torch.rand(3, 300) * 2 - 1, torch.rand(17, 300).t() * 2 - 1
-    c = torch.rand(3, 17)
-    expected = torch.addmm(c.double(), a.double(), b.double(), beta=0.5, alpha=-2)
+    a, b = torch.rand(3, 300, device=DEVICE) * 2 - 1, torch.rand(17, 300, device=DEVICE).t() * 2 - 1
+    c = torch.rand(3, 17, device=DEVICE)
+    expected = torch.addmm(_wide(c), _wide(a), _wide(b), beta=0.5, alpha=-2)
     with gems_core.use_gems(include=OPS + ("addmm.out",)):  # "addmm" names only the overload
         torch.addmm(c, a, b, beta=0.5, alpha=-2, out=c)
-        ignored = torch.addmm(torch.full((3, 17), float("nan")), a, b, beta=0)
-    torch.testing.assert_close(c.double(), expected, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(ignored.double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
+        ignored = torch.addmm(torch.full((3, 17), float("nan"), device=DEVICE), a, b, beta=0)
+    torch.testing.assert_close(_wide(c), expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(_wide(ignored), _wide(a) @ _wide(b), rtol=1e-5, atol=1e-5)
     assert calls == ["decode", "split-k reduce"] * 2
 
 
 def test_gemv_float64_and_empty_k(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _spy_variants(monkeypatch)
-    a = torch.randn(1, 33, dtype=torch.float64)
-    b = torch.randn(40, 33, dtype=torch.float64).t()
-    c = torch.randn(40, dtype=torch.float64)
+    a = torch.randn(1, 33, dtype=torch.float64, device=DEVICE)
+    b = torch.randn(40, 33, dtype=torch.float64, device=DEVICE).t()
+    c = torch.randn(40, dtype=torch.float64, device=DEVICE)
     with gems_core.use_gems(include=OPS):
         got = torch.addmm(c, a, b, beta=1 / 3, alpha=0.1)
-        empty = torch.addmm(c, torch.randn(1, 0, dtype=torch.float64),
-                            torch.randn(0, 40, dtype=torch.float64), beta=2.0)
+        empty = torch.addmm(c, torch.randn(1, 0, dtype=torch.float64, device=DEVICE),
+                            torch.randn(0, 40, dtype=torch.float64, device=DEVICE), beta=2.0)
     torch.testing.assert_close(got, c / 3 + 0.1 * (a @ b), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(empty, 2.0 * c[None, :].expand(1, 40))
     assert calls == ["gemv", "gemv"]
@@ -302,15 +308,15 @@ def test_gemv_float64_and_empty_k(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_decode_tiles_of_every_config_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each default mm_decode config (16 to 64 rows, split or not) gives the same product."""
     calls = _spy_variants(monkeypatch)
-    a, b = torch.rand(5, 200) * 2 - 1, torch.rand(200, 33) * 2 - 1
-    bias = torch.rand(33)
-    expected = torch.addmm(bias.double(), a.double(), b.double(), alpha=1.5)
+    a, b = torch.rand(5, 200, device=DEVICE) * 2 - 1, torch.rand(200, 33, device=DEVICE) * 2 - 1
+    bias = torch.rand(33, device=DEVICE)
+    expected = torch.addmm(_wide(bias), _wide(a), _wide(b), alpha=1.5)
     decode = tunables()["mm_decode"]
     for config in decode.defaults:
         with tuning.forcing(lambda t, config=config: config if t is decode else t.configs()[0]):
             with gems_core.use_gems(include=OPS):
                 got = torch.addmm(bias, a, b, alpha=1.5)
-        torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(_wide(got), expected, rtol=1e-5, atol=1e-5)
     assert calls.count("decode") == len(decode.defaults)
 
 
@@ -334,10 +340,10 @@ def test_repeat_calls_replay_the_recorded_launches(monkeypatch: pytest.MonkeyPat
         a = _operand((M, K), dtype, "contiguous", 10 + step)
         b = _operand((K, N), dtype, "transposed", 20 + step)
         bias = _operand((1, N), dtype, "contiguous", 30 + step)[0]
-        product = a.double() @ b.double()
+        product = _wide(a) @ _wide(b)
         with gems_core.use_gems(include=OPS):
             _check(torch.mm(a, b), product, dtype)
-            _check(torch.addmm(bias, a, b, beta=0.5, alpha=2.0), 0.5 * bias.double() + 2.0 * product, dtype)
+            _check(torch.addmm(bias, a, b, beta=0.5, alpha=2.0), 0.5 * _wide(bias) + 2.0 * product, dtype)
             variants = [c for c in calls if c != "split-k reduce"]
             # mm and addmm each: full path on the first two calls, replayed afterwards
             assert variants == [expected_variant] * (2 * min(step + 1, 2)), (step, calls)
@@ -357,8 +363,8 @@ def test_replay_keeps_the_split_k_workspace() -> None:
         torch.mm(a, b)
     names = [c[0].name for c in calls]
     assert names == ["mm_decode", "mm_split_k_reduce"]
-    out = torch.empty(3, 17)
+    out = torch.empty(3, 17, device=DEVICE)
     replay = plan_cache.Replay.build(calls, (a, b, calls[0][2][2]))
     assert replay is not None and len(replay.scratch) == 1  # the fp32 partials
     replay(a, b, out)
-    _check(out, a.double() @ b.double(), torch.float32)
+    _check(out, _wide(a) @ _wide(b), torch.float32)

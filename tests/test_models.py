@@ -21,6 +21,7 @@ from gems_conformance.routing import RouteWatch, implementations
 
 import gems_core
 
+DEVICE = torch.device(gems_core.device)
 ATOL = RTOL = 1e-4
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -52,8 +53,8 @@ def _forward_on_gems(model: torch.nn.Module, *inputs: Any) -> tuple[torch.Tensor
 def test_bert_logits_match_aten() -> None:
     config = bert.BertConfig()
     torch.manual_seed(0)
-    model = bert.Bert(config).eval()
-    tokens, mask = bert.sample_batch(config, batch=2, seq=8)
+    model = bert.Bert(config).eval().to(DEVICE)
+    tokens, mask = (t.to(DEVICE) for t in bert.sample_batch(config, batch=2, seq=8))
     with torch.no_grad():
         expected = model(tokens, mask)
     logits, served = _forward_on_gems(model, tokens, mask)
@@ -66,8 +67,8 @@ def test_bert_logits_match_aten() -> None:
 def test_llama_logits_match_aten(fused: bool) -> None:
     config = llama.LlamaConfig()
     torch.manual_seed(0)
-    model = llama.Llama(config).eval()
-    tokens = llama.sample_tokens(config, batch=2, seq=8)
+    model = llama.Llama(config).eval().to(DEVICE)
+    tokens = llama.sample_tokens(config, batch=2, seq=8).to(DEVICE)
     with torch.no_grad():
         expected = model(tokens)
     model.fused = fused

@@ -203,7 +203,7 @@ def test_generated_source_is_cached_on_disk() -> None:
 def test_float64_clamp_with_number_bounds(call) -> None:
     # float64 bounds travel as bit patterns; the NaN test of a bound once failed to run on
     # the CPU interpreter
-    x = torch.randn(33, dtype=torch.float64) * 3
+    x = torch.randn(33, dtype=torch.float64, device=DEVICE) * 3
     x[::7] = float("nan")
     x[3] = -0.0
     expected = call(x)

@@ -19,6 +19,7 @@ from gems_core import tuning
 from gems_core.contract import KernelConfig
 from gems_core.registry import load_ops
 
+DEVICE = torch.device(gems_core.device)
 OPS = ["topk", "topk.values"]
 MAX_ROW = 64
 CHUNK = 32
@@ -60,16 +61,20 @@ def _reference(x: torch.Tensor, k: int, dim: int, largest: bool) -> tuple[torch.
 
 
 def _check(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, out: bool = False) -> None:
-    aten_values, _ = torch.topk(x, k, dim, largest)
-    want_values, want_indices = _reference(x, k, dim, largest)
+    """gems' topk of ``x`` on the gems device (in its layout where ``x`` is there already)
+    against the reference and ATen's values, both from a CPU copy."""
+    host, x = x.cpu(), x.to(DEVICE)
+    aten_values, _ = torch.topk(host, k, dim, largest)
+    want_values, want_indices = _reference(host, k, dim, largest)
     torch.testing.assert_close(aten_values, want_values, rtol=0, atol=0, equal_nan=True)  # the reference is ATen's order
     with gems_core.use_gems(include=OPS):
         if out:
-            values = torch.empty(0, dtype=x.dtype)
-            indices = torch.empty(0, dtype=torch.int64)
+            values = torch.empty(0, dtype=x.dtype, device=DEVICE)
+            indices = torch.empty(0, dtype=torch.int64, device=DEVICE)
             torch.topk(x, k, dim, largest, out=(values, indices))
         else:
             values, indices = torch.topk(x, k, dim, largest)
+    values, indices = values.cpu(), indices.cpu()
     torch.testing.assert_close(values, want_values, rtol=0, atol=0, equal_nan=True)
     assert torch.equal(indices, want_indices), f"indices {indices} != {want_indices}"
 
@@ -144,7 +149,8 @@ def test_long_rows_candidates_exactly_max_row(topk_mod) -> None:
 def test_long_rows_fall_back_to_aten_where_no_config_serves(topk_mod, monkeypatch) -> None:
     only = (KernelConfig({"CHUNK": CHUNK}, num_warps=4, num_stages=1),)
     monkeypatch.setattr(topk_mod.TOPK_CHUNK, "configs", lambda: only)
-    x = torch.randn(2, 300, generator=torch.Generator().manual_seed(5))  # no ties: ATen's indices are exact
+    # no ties: ATen's indices are exact
+    x = torch.randn(2, 300, generator=torch.Generator().manual_seed(5)).to(DEVICE)
     with gems_core.use_gems(include=OPS):
         values, indices = torch.topk(x, CHUNK + 1)
     want_values, want_indices = torch.topk(x, CHUNK + 1)
@@ -207,8 +213,8 @@ def test_long_rows_other_dims_and_layouts(topk_mod) -> None:
         _check(_ties((300, 3), torch.float32, 11), 6, dim=0)  # inner > 1
         _check(torch.randn(2, 300, 3, generator=g), 5, dim=1)
         _check(torch.randn(2, 300, 3, generator=g), 5, dim=-2, largest=False)
-        _check(torch.randn(4, 300, generator=g).t(), 3, dim=0)  # transposed: stride 4 along the row
-        _check(torch.randn(3, 600, generator=g)[:, ::2], 5)  # strided row
+        _check(torch.randn(4, 300, generator=g).to(DEVICE).t(), 3, dim=0)  # transposed: stride 4 along the row
+        _check(torch.randn(3, 600, generator=g).to(DEVICE)[:, ::2], 5)  # strided row
         _check(torch.randn(300, generator=g), 5, dim=0)  # one row
     assert topk_mod._launch_chunk.calls
 

@@ -25,6 +25,7 @@ from test_models import load_example
 
 import gems_core
 
+DEVICE = torch.device(gems_core.device)
 ATOL = RTOL = 1e-4
 STEPS = 3
 bert = load_example("bert")
@@ -34,8 +35,8 @@ llama = load_example("llama")
 def _llama(fused: bool) -> tuple[torch.nn.Module, Callable[[torch.nn.Module], torch.Tensor]]:
     config = llama.LlamaConfig()
     torch.manual_seed(0)
-    model = llama.Llama(config, fused=fused)
-    tokens = llama.sample_tokens(config, batch=2, seq=8)
+    model = llama.Llama(config, fused=fused).to(DEVICE)
+    tokens = llama.sample_tokens(config, batch=2, seq=8).to(DEVICE)
 
     def loss(m: torch.nn.Module) -> torch.Tensor:  # next-token prediction
         logits = m(tokens[:, :-1])
@@ -47,8 +48,8 @@ def _llama(fused: bool) -> tuple[torch.nn.Module, Callable[[torch.nn.Module], to
 def _bert(fused: bool) -> tuple[torch.nn.Module, Callable[[torch.nn.Module], torch.Tensor]]:
     config = bert.BertConfig()
     torch.manual_seed(0)
-    model = bert.Bert(config)
-    tokens, mask = bert.sample_batch(config, batch=2, seq=8)
+    model = bert.Bert(config).to(DEVICE)
+    tokens, mask = (t.to(DEVICE) for t in bert.sample_batch(config, batch=2, seq=8))
 
     def loss(m: torch.nn.Module) -> torch.Tensor:  # reconstruct the tokens
         logits = m(tokens, mask)

@@ -12,6 +12,7 @@ import torch
 
 import gems_core
 
+DEVICE = torch.device(gems_core.device)
 #: only the op under test runs on gems, so a fault elsewhere cannot fail these tests
 OPS = ("where",)
 
@@ -24,14 +25,14 @@ def _outcome(fn: Callable[[], Any]) -> str:
     return "ok"
 
 
-X, Y = torch.randn(4), torch.randn(4)
-MASK = torch.tensor([True, False, True, False])
+X, Y = torch.randn(4, device=DEVICE), torch.randn(4, device=DEVICE)
+MASK = torch.tensor([True, False, True, False], device=DEVICE)
 ERRORS = {
-    "int condition": lambda: torch.where(torch.tensor([1, 0, 1, 0]), X, Y),
-    "float condition, numbers": lambda: torch.where(torch.tensor([1.0, 0.0]), 1.0, 2.0),
-    "float condition, number": lambda: torch.where(torch.tensor([1.0, 0, 1, 0]), X, 2.0),
-    "out dtype": lambda: torch.where(MASK, X, Y, out=torch.empty(4, dtype=torch.float64)),
-    "shapes": lambda: torch.where(MASK, X, torch.randn(3)),
+    "int condition": lambda: torch.where(torch.tensor([1, 0, 1, 0], device=DEVICE), X, Y),
+    "float condition, numbers": lambda: torch.where(torch.tensor([1.0, 0.0], device=DEVICE), 1.0, 2.0),
+    "float condition, number": lambda: torch.where(torch.tensor([1.0, 0, 1, 0], device=DEVICE), X, 2.0),
+    "out dtype": lambda: torch.where(MASK, X, Y, out=torch.empty(4, dtype=torch.float64, device=DEVICE)),
+    "shapes": lambda: torch.where(MASK, X, torch.randn(3, device=DEVICE)),
 }
 
 
@@ -44,7 +45,7 @@ def test_invalid_calls_raise_atens_error(name: str) -> None:
 
 
 def test_uint8_condition_warns_and_selects_as_aten() -> None:
-    condition = torch.tensor([1, 0, 1, 0], dtype=torch.uint8)
+    condition = torch.tensor([1, 0, 1, 0], dtype=torch.uint8, device=DEVICE)
     with gems_core.use_gems(include=OPS), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = torch.where(condition, X, Y)
@@ -63,7 +64,7 @@ def test_number_operands_promote_as_aten(self: Any, other: Any) -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int8, torch.uint8])
 def test_int_number_keeps_the_tensor_dtype(dtype: torch.dtype) -> None:
-    x = torch.arange(4).to(dtype)
+    x = torch.arange(4, device=DEVICE).to(dtype)
     expected = torch.where(MASK, x, 5)
     with gems_core.use_gems(include=OPS):
         got = torch.where(MASK, x, 5)
@@ -71,7 +72,7 @@ def test_int_number_keeps_the_tensor_dtype(dtype: torch.dtype) -> None:
 
 
 def test_gradients_flow_through_number_overloads() -> None:
-    x = torch.randn(4, requires_grad=True)
+    x = torch.randn(4, device=DEVICE, requires_grad=True)
     (expected,) = torch.autograd.grad(torch.where(MASK, x, 0.0).mul(3).sum(), x)
     with gems_core.use_gems(include=OPS):
         (got,) = torch.autograd.grad(torch.where(MASK, x, 0.0).mul(3).sum(), x)

@@ -120,8 +120,8 @@ def test_add_runs_under_it(acme_site: Path) -> None:
         """
         import torch, gems_core
         assert gems_core.backend().name == "acme", gems_core.backend()
-        x = torch.randn(33, 17)
-        y = torch.randn(17)
+        x = torch.randn(33, 17, device=gems_core.device)
+        y = torch.randn(17, device=gems_core.device)
         expected = torch.add(x, y, alpha=2)
         with gems_core.use_gems():
             assert "add.Tensor" in gems_core.registered_ops()
