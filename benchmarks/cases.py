@@ -221,4 +221,10 @@ HOST_CASES: list[Case] = [
     Case("add 1024 fp32", "add", _rand2((1024,), torch.float32), torch.add),
     Case("sum 1024 fp32", "sum", _rand((1024,), torch.float32), torch.sum),
     Case("softmax 1024 fp32", "softmax", _rand((1, 1024), torch.float32), lambda x: torch.softmax(x, -1)),
+    # ops gems serves on the Autograd key (their own backward): the per-call path of a call
+    # that needs no gradient
+    Case("rms_norm 1024 fp32", "rms_norm", _rand2((1, 1024), torch.float32),
+         lambda x, w: F.rms_norm(x, (1024,), w[0])),
+    Case("sdpa decode b1 h8/2 kv64 d128 bf16", "scaled_dot_product_attention", _sdpa_inputs(1, 8, 2, 1, 64),
+         _sdpa_decode),
 ]

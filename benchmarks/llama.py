@@ -58,6 +58,9 @@ from torch import nn
 import gems_core
 from gems_core import fused as gems_fused
 
+#: --grad-mode: the autograd state a generation runs under
+GRAD_MODES = {"enabled": nullcontext, "no_grad": torch.no_grad, "inference": torch.inference_mode}
+
 PROVIDERS = ("aten", "aten-flash", "gems", "gems-fused")
 
 
@@ -547,6 +550,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(0: neither, and no extra prefill)")
     parser.add_argument("--dtype", default=None, help="bfloat16 on CUDA, float32 otherwise")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--grad-mode", choices=sorted(GRAD_MODES), default="inference",
+                        help="autograd state of the generation: torch.inference_mode (the default), "
+                        "torch.no_grad (as Hugging Face's generate runs) or grad mode enabled")
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes: " + ", ".join(f"{k}={v}" for k, v in QUICK.items()))
     parser.add_argument("--json", help="write the results here")
@@ -583,7 +589,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     results = []
     reference = None
-    with torch.inference_mode():
+    with GRAD_MODES[args.grad_mode]():
         if "aten" not in providers:  # the reference is ATen's, on the same inputs
             reference = generate(model, prompt, steps, clock, [], [])
         for name in providers:
@@ -647,6 +653,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "triton": triton.__version__,
         "gems": gems_core.__version__,
         "dtype": str(dtype).replace("torch.", ""),
+        "grad_mode": args.grad_mode,
         "batch": args.batch,
         "prompt": args.prompt,
         "decode_steps": args.decode_steps,

@@ -3,8 +3,10 @@
     python benchmarks/run.py                    # every case, table + JSON
     python benchmarks/run.py --ops add,softmax  # a subset
     python benchmarks/run.py --host             # host overhead per call (wall clock)
+    python benchmarks/run.py --grad-mode no_grad  # every call under torch.no_grad()
 
-Kernel time is the median of ``triton.testing.do_bench``; bandwidth is reported as a share
+Kernel time is the median of ``triton.testing.do_bench``, ATen and gems measured in
+alternating rounds (``--rounds``, the best round of each); bandwidth is reported as a share
 of the device-to-device copy bandwidth measured at the start of the same run. Host
 overhead is wall-clock time per call for a small op, issued back to back.
 """
@@ -12,6 +14,7 @@ overhead is wall-clock time per call for a small op, issued back to back.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import platform
@@ -26,6 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cases import CASES, HOST_CASES
 
 import gems_core
+
+
+#: --grad-mode: the autograd state the calls run under
+GRAD_MODES = {"enabled": contextlib.nullcontext, "no_grad": torch.no_grad, "inference": torch.inference_mode}
 
 
 def median_ms(fn) -> float:  # type: ignore[no-untyped-def]
@@ -80,25 +87,34 @@ def aten_timings(case, inputs) -> dict[str, float]:  # type: ignore[no-untyped-d
     return timings
 
 
-def run_kernels(device: str, only: set[str] | None) -> tuple[list[dict], dict[str, float]]:
+def run_kernels(device: str, only: set[str] | None, rounds: int = 2,
+                named: str | None = None) -> tuple[list[dict], dict[str, float]]:
     peak = copy_bandwidth(device)
     flops_peak = matmul_peak(device)
     print(f"copy bandwidth: {peak:.0f} GB/s; matmul peak (ATen bf16 8192^3): {flops_peak:.0f} TFLOP/s")
     rows: list[dict] = []
     errors: list[dict] = []
     for case in CASES:
-        if only and case.op not in only:
+        if (only and case.op not in only) or (named and named not in case.name):
             continue
         try:
             inputs = case.make(device)
-            aten = aten_timings(case, inputs)
-            aten_ms = min(aten.values())
             with gems_core.use_gems():
                 first = time.perf_counter()
                 case.fn(*inputs)
                 torch.cuda.synchronize()
                 first_ms = (time.perf_counter() - first) * 1e3
-                gems_ms = median_ms(lambda case=case, inputs=inputs: case.fn(*inputs))
+            # ATen and gems in alternating rounds, the best round of each: a GPU that heats
+            # up over a case (the large products draw full power) would otherwise penalize
+            # whichever side is measured second
+            aten: dict[str, float] = {}
+            gems_ms = math.inf
+            for _ in range(rounds):
+                for name, ms in aten_timings(case, inputs).items():
+                    aten[name] = min(aten.get(name, math.inf), ms)
+                with gems_core.use_gems():
+                    gems_ms = min(gems_ms, median_ms(lambda case=case, inputs=inputs: case.fn(*inputs)))
+            aten_ms = min(aten.values())
         except Exception as exc:  # noqa: BLE001 - one case failing is a result, the rest still run
             errors.append({"case": case.name, "op": case.op, "error": f"{type(exc).__name__}: {exc}"[:500]})
             print(f"{case.name:42s} error: {errors[-1]['error']}", flush=True)
@@ -156,8 +172,15 @@ def run_host(device: str, only: set[str] | None, rounds: int = 5) -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ops", help="comma-separated op names")
+    parser.add_argument("--cases", help="only cases whose name contains this text")
     parser.add_argument("--host", action="store_true", help="only the host-overhead cases")
     parser.add_argument("--json", default="benchmark.json")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="alternating rounds of ATen and gems per case (the best of each is kept)")
+    parser.add_argument("--grad-mode", choices=sorted(GRAD_MODES), default="enabled",
+                        help="autograd state of every call, ATen's and gems' alike: 'enabled' (the "
+                        "default: grad mode on, inputs that need no gradient), 'no_grad' (as "
+                        "generation loops run) or 'inference' (torch.inference_mode)")
     args = parser.parse_args()
     device = gems_core.device
     if device != "cuda":
@@ -171,10 +194,12 @@ def main() -> int:
         "gems_core": gems_core.__version__, "backend": gems_core.backend().name,
         "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M"),
     }
+    meta["grad_mode"] = args.grad_mode
     print(" ".join(f"{k}={v}" for k, v in meta.items()))
-    result = {"meta": meta, "host": run_host(device, only)}
-    if not args.host:
-        result["kernels"], result["roofline"] = run_kernels(device, only)
+    with GRAD_MODES[args.grad_mode]():
+        result = {"meta": meta, "host": run_host(device, only)}
+        if not args.host:
+            result["kernels"], result["roofline"] = run_kernels(device, only, max(1, args.rounds), args.cases)
     Path(args.json).write_text(json.dumps(result, indent=1))
     return 0
 

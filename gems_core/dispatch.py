@@ -28,6 +28,14 @@ class _State:
     library: Any
     #: the native dispatch layer's registration (gems_core.native), where it serves
     native: Any = None
+    #: its gates on the Autograd key (ops gems differentiates itself)
+    native_autograd: Any = None
+
+    def close(self) -> None:
+        self.library._destroy()
+        for registration in (self.native, self.native_autograd):
+            if registration is not None:
+                registration.close()
 
 
 _stack: list[_State | None] = []
@@ -169,6 +177,7 @@ def _register(ops: frozenset[str]) -> _State:
     impls = all_impls()
     library = torch.library.Library("aten", "IMPL")
     registration = native.open_registration("aten", execution)
+    gates = native.open_registration("aten", execution, autograd=True) if registration is not None else None
     served = set()
     try:
         with warnings.catch_warnings():
@@ -178,38 +187,46 @@ def _register(ops: frozenset[str]) -> _State:
                 if gate is not None and not gate:
                     continue  # the backend leaves the whole op to ATen: do not touch it
                 impl = impls[name]
+                kernel = _make_kernel(impl, rt, key, False)
+                fronted = registration is not None and impl.native and getattr(kernel, "native_ready", False)
                 if impl.autograd:
                     # the Autograd key serves calls that may need a graph; the backend key
                     # too, for calls that skip autograd (inference mode), which would
-                    # otherwise reach ATen's decomposition of a composite op
+                    # otherwise reach ATen's decomposition of a composite op. Where the
+                    # native layer fronts the backend key, a gate on the Autograd key sends
+                    # calls that need no gradient (torch.no_grad(), or no input requiring
+                    # one) there without Python.
                     op_key = f"Autograd{key}"
-                    library.impl(name, _make_kernel(impl, rt, op_key, True), op_key, with_keyset=True)
-                kernel = _make_kernel(impl, rt, key, False)
-                if registration is not None and impl.native and getattr(kernel, "native_ready", False):
+                    autograd_kernel = _make_kernel(impl, rt, op_key, True)
+                    if fronted and gates is not None:
+                        native.gate(gates, name, autograd_kernel)
+                    else:
+                        library.impl(name, autograd_kernel, op_key, with_keyset=True)
+                if fronted:
                     native.front(registration, name, kernel)
                 else:
                     library.impl(name, kernel, key, with_keyset=False)
                 served.add(name)
     except BaseException:
-        library._destroy()  # no half-registered state survives a failure
-        if registration is not None:
-            registration.close()
+        # no half-registered state survives a failure
+        _State(ops=frozenset(), library=library, native=registration, native_autograd=gates).close()
         raise
-    return _State(ops=frozenset(served), library=library, native=registration)
+    return _State(ops=frozenset(served), library=library, native=registration, native_autograd=gates)
 
 
 def _unregister(state: _State | None) -> None:
     if state is not None:
-        state.library._destroy()
-        if state.native is not None:
-            state.native.close()
+        state.close()
 
 
 def native_stats() -> list[dict[str, Any]]:
     """Per op served by the native dispatch layer now: recipes kept, calls served from
-    them (``hits``), calls that ran Python, calls recorded and refused."""
+    them (``hits``), calls that ran Python, calls recorded and refused; for each gate on the
+    Autograd key (``"gate": True``), calls sent below autograd and calls that ran Python."""
     state = _current
-    return native.stats(state.native if state is not None else None)
+    if state is None:
+        return []
+    return native.stats(state.native) + native.stats(state.native_autograd)
 
 
 def enable(include: Iterable[str] | str | None = None, exclude: Iterable[str] | str | None = None) -> None:

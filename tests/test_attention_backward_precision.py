@@ -28,7 +28,8 @@ LENGTH = 512 + 17
 #: (atol, rtol) against float64: measured errors are below 1.1e-6 absolute (|dV| up to 3),
 #: 1/15 of the conformance tolerance at this length (1.3e-6 and 1.3e-5 times sqrt(529))
 TOLERANCE = (2e-6, 2e-5)
-#: gems' worst error may exceed ATen float32's by at most this factor (measured: 1.8)
+#: gems' worst error may exceed ATen float32's (on the same device) by at most this factor
+#: (measured on the CPU: 1.8)
 ATEN_FACTOR = 4.0
 
 
@@ -65,11 +66,12 @@ def _check(name: str, config: KernelConfig) -> None:
     weights = (torch.randint(-64, 65, inputs[0].shape[:-1] + inputs[2].shape[-1:], generator=g) / 64).float()
     wide = {k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in kwargs.items()}
     expected = _grads([t.double() for t in inputs], weights.double(), wide)
-    aten = _grads(inputs, weights, kwargs)
+    on_device = {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    # ATen float32 on the same device: the error a float32 kernel there is held to
+    aten = tuple(g_.cpu() for g_ in _grads([t.to(DEVICE) for t in inputs], weights.to(DEVICE), on_device))
     with tuning.forcing(lambda t: config if t.name == "attention_backward" else t.configs()[0]), \
             gems_core.use_gems(include=OPS):
-        got = _grads([t.to(DEVICE) for t in inputs], weights.to(DEVICE),
-                     {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()})
+        got = _grads([t.to(DEVICE) for t in inputs], weights.to(DEVICE), on_device)
     got = tuple(g_.cpu() for g_ in got)
     atol, rtol = TOLERANCE
     for label, g_, a, e in zip("qkv", got, aten, expected):

@@ -240,6 +240,110 @@ def test_build_refuses_what_it_cannot_repeat():
         build(3, [(0, x)], 1, [], [])
 
 
+def test_build_passes_a_resident_buffer_by_address():
+    x = torch.randn(8)
+    counters = recorder.keep_resident(torch.zeros(16, dtype=torch.int32))
+    go = _launcher(9, "OOO", (0, 1, 2))
+    recipe = build(x, [(0, x)], 1, [], [(go, (1, 1, 1), (x, counters, counters.data_ptr() + 8))])
+    (*_, args), = recipe[1]
+    assert args == ((KINDS["pointer"], 0, 0, 0), (KINDS["u64"], 0, 0, counters.data_ptr()),
+                    (KINDS["u64"], 0, 0, counters.data_ptr() + 8))
+    with pytest.raises(NotRepeatable, match="does not own"):  # memory next to it is still foreign
+        build(x, [(0, x)], 1, [], [(go, (1, 1, 1), (x, torch.zeros(4), x))])
+
+
+def _gated(fake, autograd_calls):  # type: ignore[no-untyped-def]
+    """``twice`` fronted by the layer on the CPU key, and a gate on AutogradCPU in front of
+    a Python autograd kernel that notes its calls and then redispatches as gems' does."""
+    reg = fake("twice", twice)
+    gates = layer.Registration("gems_native_test", "AutogradCPU")
+
+    def autograd_kernel(keyset, *args, **kwargs):  # type: ignore[no-untyped-def]
+        autograd_calls.append((keyset, args, kwargs))
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.ops.gems_native_test.twice(*args, **kwargs) * 1
+
+    native.gate(gates, "twice", autograd_kernel)
+    return reg, gates
+
+
+@needs_layer
+def test_gate_sends_calls_that_need_no_gradient_below_autograd(fake):  # type: ignore[no-untyped-def]
+    autograd_calls: list = []
+    reg, gates = _gated(fake, autograd_calls)
+    try:
+        calls.clear()
+        x = torch.randn(4, 3)
+        for _ in range(3):
+            assert torch.ops.gems_native_test.twice(x, 0.5, k=4).shape == (4, 3)
+        with torch.no_grad():
+            torch.ops.gems_native_test.twice(x.requires_grad_(), 0.5, k=4)
+        assert autograd_calls == []
+        (gate,) = [s for s in gates.stats() if s.get("gate")]
+        assert (gate["op"], gate["below_autograd"], gate["python_calls"]) == ("twice", 4, 0)
+        # below autograd the native kernel ran: two Python calls, then its recipe
+        assert reg.stats()[0]["hits"] == 2 and len(calls) == 2
+    finally:
+        gates.close()
+
+
+@needs_layer
+def test_gate_runs_the_python_autograd_kernel_when_a_gradient_is_needed(fake):  # type: ignore[no-untyped-def]
+    import torch.autograd.forward_ad as fwAD
+
+    autograd_calls: list = []
+    _, gates = _gated(fake, autograd_calls)
+    try:
+        x = torch.randn(4, 3, requires_grad=True)
+        torch.ops.gems_native_test.twice(x, 0.25, k=5)
+        with fwAD.dual_level():  # a forward-mode gradient needs the autograd kernel too
+            torch.ops.gems_native_test.twice(fwAD.make_dual(torch.randn(2), torch.randn(2)), 1.0)
+        assert len(autograd_calls) == 2
+        keyset, args, kwargs = autograd_calls[0]
+        assert isinstance(keyset, torch._C.DispatchKeySet) and keyset.has(torch._C.DispatchKey.AutogradCPU)
+        assert args[0] is x and args[1:] == (0.25,) and kwargs == {"k": 5}
+        assert autograd_calls[1][1][1:] == (1.0,) and autograd_calls[1][2] == {}  # defaults left out
+        (gate,) = [s for s in gates.stats() if s.get("gate")]
+        assert (gate["below_autograd"], gate["python_calls"]) == (0, 2)
+        def fails(keyset, *args, **kwargs):  # type: ignore[no-untyped-def]
+            raise ValueError("from the autograd kernel")
+        gates.close()
+        gates = layer.Registration("gems_native_test", "AutogradCPU")
+        native.gate(gates, "twice", fails)
+        with pytest.raises(ValueError, match="from the autograd kernel"):
+            torch.ops.gems_native_test.twice(x, 0.25)
+    finally:
+        gates.close()
+
+
+@needs_layer
+def test_gated_autograd_ops_through_the_layer(monkeypatch):  # type: ignore[no-untyped-def]
+    """rms_norm (gems' own backward) with the layer in front of it: calls that need no
+    gradient pass the gate, the others build a graph; both stay correct."""
+    if gems_core.device == "cpu":
+        monkeypatch.setenv("GEMS_NATIVE", "force")
+    device = gems_core.device
+    torch.manual_seed(1)
+    with gems_core.use_gems(include=["rms_norm"]):
+        for _ in range(3):
+            x = torch.randn(5, 24, device=device)
+            w = torch.randn(24, device=device)
+            expected = torch.nn.functional.rms_norm(x.cpu().double(), (24,), w.cpu().double())
+            torch.testing.assert_close(torch.nn.functional.rms_norm(x, (24,), w).cpu().double(), expected,
+                                       rtol=1e-5, atol=1e-5)
+        w.requires_grad_()
+        out = torch.nn.functional.rms_norm(x, (24,), w)
+        assert out.grad_fn is not None
+        out.sum().backward()
+        w64 = w.detach().cpu().double().requires_grad_()
+        torch.nn.functional.rms_norm(x.cpu().double(), (24,), w64).sum().backward()
+        torch.testing.assert_close(w.grad.cpu().double(), w64.grad, rtol=1e-4, atol=1e-4)
+        with torch.no_grad():
+            assert torch.nn.functional.rms_norm(x, (24,), w).grad_fn is None
+        (gate,) = [s for s in gems_core.dispatch.native_stats() if s.get("gate")]
+    assert gate["op"] == "rms_norm" and gate["below_autograd"] >= 4 and gate["python_calls"] >= 1
+
+
 def test_observer_flags_device_work_but_not_host_arithmetic():
     observer = recorder._Observer("cpu")
     with observer:

@@ -76,7 +76,11 @@ def _train(name: str, on_gems: bool) -> tuple[list[float], list[dict[str, torch.
             losses.append(loss.item())
             grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
             optimizer.step()
-    assert watch.hit == on_gems  # the backward ran on gems' kernels
+        # on an accelerator the backward runs in autograd's device thread, which the watch
+        # (a profile hook of this thread) does not see: the native layer's counts tell
+        served = any(s["op"] in ("mm", "_softmax_backward_data") and s["hits"] + s["python_calls"] > 0
+                     for s in gems_core.dispatch.native_stats() if not s.get("gate"))
+    assert (watch.hit or served) == on_gems  # the backward ran on gems' kernels
     return losses, grads
 
 

@@ -131,12 +131,15 @@ def available_for(device_type: str, interpreter: bool = False) -> ModuleType | N
 LIMIT = 4096
 
 
-def open_registration(namespace: str, execution: Any) -> Any | None:
+def open_registration(namespace: str, execution: Any, autograd: bool = False) -> Any | None:
     """A registration block of native kernels for ``namespace``'s ops on the execution's
-    dispatch key (:func:`front` adds to it; ``close()`` removes them all), or None where
-    the layer does not serve."""
+    dispatch key, or its Autograd key where ``autograd`` (:func:`front` and :func:`gate` add
+    to it; ``close()`` removes them all), or None where the layer does not serve."""
     layer = available_for(execution.device_type, execution.interpreter)
-    return None if layer is None else layer.Registration(namespace, execution.dispatch_key)
+    if layer is None:
+        return None
+    key = f"Autograd{execution.dispatch_key}" if autograd else execution.dispatch_key
+    return layer.Registration(namespace, key)
 
 
 def front(registration: Any, name: str, kernel: Any) -> None:
@@ -144,6 +147,13 @@ def front(registration: Any, name: str, kernel: Any) -> None:
     from .recorder import record_call
 
     registration.impl(name, kernel, record_call, LIMIT)
+
+
+def gate(registration: Any, name: str, autograd_kernel: Any) -> None:
+    """Put a gate in front of op ``name``'s Python kernel on an Autograd key: a call that needs
+    no gradient goes below autograd to the backend key (and the native kernel
+    :func:`front` put there) without Python; others call ``autograd_kernel(keyset, ...)``."""
+    registration.gate(name, autograd_kernel)
 
 
 def clear() -> None:

@@ -347,6 +347,64 @@ py::object schema_aware_object(const c10::Argument& arg, const c10::IValue& v) {
   }
 }
 
+// The arguments of a call as PyTorch passes them to a Python kernel: positional ones up to
+// the last that differs from its default, keyword-only ones where they differ from theirs.
+// With ``tensors``, every tensor operand is listed as (stack position, tensor) for the
+// recorder, list elements at their list slots (kListSlot).
+void python_arguments(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t n, py::list& args,
+                      py::dict& kwargs, py::list* tensors) {
+  const auto& arguments = schema.arguments();
+  const size_t first = stack.size() - n;
+  auto is_default = [&](size_t i) {
+    const auto& fallback = arguments[i].default_value();
+    return fallback.has_value() && *fallback == stack[first + i];
+  };
+  size_t positional = 0;
+  while (positional < n && !arguments[positional].kwarg_only()) ++positional;
+  size_t passed = positional;
+  while (passed > 0 && is_default(passed - 1)) --passed;
+  for (size_t i = 0; i < n; ++i) {
+    const c10::IValue& v = stack[first + i];
+    const bool kwarg = i >= positional;
+    if ((kwarg && is_default(i)) || (!kwarg && i >= passed)) continue;
+    py::object value = schema_aware_object(arguments[i], v);
+    if (kwarg) {
+      kwargs[arguments[i].name().c_str()] = value;
+    } else {
+      args.append(value);
+    }
+    if (tensors == nullptr) continue;
+    if (v.isTensor() && v.toTensor().defined()) tensors->append(py::make_tuple(i, value));
+    if ((v.isTensorList() || v.isList()) && !value.is_none()) {
+      size_t j = 0;
+      for (const auto& item : value) {
+        if (j < kListWidth && THPVariable_Check(item.ptr())) {
+          tensors->append(py::make_tuple(kListSlot + static_cast<int>(i * kListWidth + j), item));
+        }
+        ++j;
+      }
+    }
+  }
+}
+
+// Replace a call's arguments on the stack by the Python kernel's result.
+void push_result(const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t n, const py::object& out) {
+  const auto& returns = schema.returns();
+  std::vector<c10::IValue> values;
+  if (returns.size() == 1) {
+    values.push_back(torch::jit::toIValue(out, returns[0].real_type()));
+  } else if (!returns.empty()) {
+    py::sequence seq = out.cast<py::sequence>();
+    TORCH_CHECK(seq.size() == returns.size(), "gems: " + schema.name() + " returned " + std::to_string(seq.size()) +
+                " values, its schema " + std::to_string(returns.size()));
+    for (size_t i = 0; i < returns.size(); ++i) {
+      values.push_back(torch::jit::toIValue(seq[i], returns[i].real_type()));
+    }
+  }
+  torch::jit::drop(*stack, n);
+  for (auto& v : values) stack->push_back(std::move(v));
+}
+
 class NativeKernel;
 std::mutex live_mutex;
 std::unordered_set<NativeKernel*> live_kernels;
@@ -389,6 +447,9 @@ class NativeKernel final : public c10::OperatorKernel {
     if (keyed) {
       alias_key(spans, key);
       global_key(key);
+      // the current stream: a recipe may use a buffer the Python path keeps per stream
+      // (attention's merge counters), so a recipe recorded on one stream serves only it
+      if (!device.is_cpu()) key.push_back(c10::impl::getDeviceGuardImpl(device.type())->getStream(device).id());
       std::shared_ptr<const Recipe> recipe;
       {
         std::lock_guard<std::mutex> guard(mutex_);
@@ -537,8 +598,6 @@ class NativeKernel final : public c10::OperatorKernel {
 
   void call_python(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t n, const Key* key) {
     const auto& schema = op.schema();
-    const auto& arguments = schema.arguments();
-    const size_t first = stack->size() - n;
     py::gil_scoped_acquire gil;
     python_calls_.fetch_add(1, std::memory_order_relaxed);
     bool record = false;
@@ -556,41 +615,10 @@ class NativeKernel final : public c10::OperatorKernel {
         seen_.insert(*key);
       }
     }
-    // Arguments as PyTorch passes them to a Python kernel: positional ones up to the last
-    // that differs from its default, keyword-only ones where they differ from theirs.
-    auto is_default = [&](size_t i) {
-      const auto& fallback = arguments[i].default_value();
-      return fallback.has_value() && *fallback == (*stack)[first + i];
-    };
-    size_t positional = 0;
-    while (positional < n && !arguments[positional].kwarg_only()) ++positional;
-    size_t passed = positional;
-    while (passed > 0 && is_default(passed - 1)) --passed;
     py::list args;
     py::dict kwargs;
     py::list tensors;  // (stack position, tensor) for the recorder
-    for (size_t i = 0; i < n; ++i) {
-      const c10::IValue& v = (*stack)[first + i];
-      const bool kwarg = i >= positional;
-      if ((kwarg && is_default(i)) || (!kwarg && i >= passed)) continue;
-      py::object value = schema_aware_object(arguments[i], v);
-      if (kwarg) {
-        kwargs[arguments[i].name().c_str()] = value;
-      } else {
-        args.append(value);
-      }
-      if (record && v.isTensor() && v.toTensor().defined()) tensors.append(py::make_tuple(i, value));
-      if (record && (v.isTensorList() || v.isList()) && !value.is_none()) {
-        // list elements as operands, at their list slots (kListSlot)
-        size_t j = 0;
-        for (const auto& item : value) {
-          if (j < kListWidth && THPVariable_Check(item.ptr())) {
-            tensors.append(py::make_tuple(kListSlot + static_cast<int>(i * kListWidth + j), item));
-          }
-          ++j;
-        }
-      }
-    }
+    python_arguments(schema, *stack, n, args, kwargs, record ? &tensors : nullptr);
     std::vector<c10::IValue> copies;
     if (checking) {  // check mode keeps the GIL throughout
       CheckingScope scope;
@@ -731,23 +759,6 @@ class NativeKernel final : public c10::OperatorKernel {
     return c10::Device(c10::kCPU);
   }
 
-  static void push_result(const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t n, const py::object& out) {
-    const auto& returns = schema.returns();
-    std::vector<c10::IValue> values;
-    if (returns.size() == 1) {
-      values.push_back(torch::jit::toIValue(out, returns[0].real_type()));
-    } else if (!returns.empty()) {
-      py::sequence seq = out.cast<py::sequence>();
-      TORCH_CHECK(seq.size() == returns.size(), "gems: " + schema.name() + " returned " + std::to_string(seq.size()) +
-                  " values, its schema " + std::to_string(returns.size()));
-      for (size_t i = 0; i < returns.size(); ++i) {
-        values.push_back(torch::jit::toIValue(seq[i], returns[i].real_type()));
-      }
-    }
-    torch::jit::drop(*stack, n);
-    for (auto& v : values) stack->push_back(std::move(v));
-  }
-
   // A pointer's slot: a stack argument, an allocation, or an element of a list argument.
   static bool valid_pointer_slot(int slot, size_t n, size_t slots) {
     if (slot >= kListSlot) return static_cast<size_t>(slot - kListSlot) / kListWidth < n;
@@ -813,6 +824,72 @@ class NativeKernel final : public c10::OperatorKernel {
   std::atomic<uint64_t> hits_{0}, python_calls_{0}, recorded_{0}, refused_{0};
 };
 
+// In front of an op's Python kernel on an Autograd key (ops gems differentiates itself). A
+// call that needs no gradient (grad mode off, or no tensor argument requiring grad, and no
+// forward-mode gradient) goes on below autograd, to the backend key and its native kernel,
+// with no Python; any other call runs the Python kernel, which takes the keyset first.
+class AutogradGate final : public c10::OperatorKernel {
+ public:
+  explicit AutogradGate(py::object python_kernel) { python_kernel_ = python_kernel.release().ptr(); }
+
+  ~AutogradGate() override {
+    if (Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;
+      Py_XDECREF(python_kernel_);
+    }
+  }
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keyset, torch::jit::Stack* stack) {
+    const size_t n = op.schema().arguments().size();
+    if (!needs_autograd(*stack, n)) {
+      below_.fetch_add(1, std::memory_order_relaxed);
+      op.redispatchBoxed(keyset & c10::after_autograd_keyset, stack);
+      return;
+    }
+    python_calls_.fetch_add(1, std::memory_order_relaxed);
+    const auto& schema = op.schema();
+    py::gil_scoped_acquire gil;
+    py::list args;
+    py::dict kwargs;
+    args.append(py::cast(keyset));
+    python_arguments(schema, *stack, n, args, kwargs, nullptr);
+    PyObject* raw = PyObject_Call(python_kernel_, py::tuple(args).ptr(), kwargs.ptr());
+    if (raw == nullptr) throw python_error();
+    push_result(schema, stack, n, py::reinterpret_steal<py::object>(raw));
+  }
+
+  std::pair<uint64_t, uint64_t> counts() const {
+    return {below_.load(std::memory_order_relaxed), python_calls_.load(std::memory_order_relaxed)};
+  }
+
+ private:
+  static bool needs_gradient(const at::Tensor& t, bool grad_mode) {
+    return t.defined() && ((grad_mode && t.requires_grad()) || t._fw_grad(0).defined());
+  }
+
+  static bool needs_autograd(const torch::jit::Stack& stack, size_t n) {
+    const bool grad_mode = c10::GradMode::is_enabled();
+    for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+      const c10::IValue& v = stack[i];
+      if (v.isTensor()) {
+        if (needs_gradient(v.toTensor(), grad_mode)) return true;
+      } else if (v.isTensorList()) {
+        for (const at::Tensor& t : v.toTensorList()) {
+          if (needs_gradient(t, grad_mode)) return true;
+        }
+      } else if (v.isList()) {
+        for (const c10::IValue& item : v.toListRef()) {
+          if (item.isTensor() && needs_gradient(item.toTensor(), grad_mode)) return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  PyObject* python_kernel_;
+  std::atomic<uint64_t> below_{0}, python_calls_{0};
+};
+
 // One registration block: the native kernels of one enable() on one dispatch key.
 class Registration {
  public:
@@ -829,17 +906,37 @@ class Registration {
     library_->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
   }
 
+  // On an Autograd key: the gate in front of the op's Python autograd kernel.
+  void gate(const std::string& name, py::object python_kernel) {
+    TORCH_CHECK(library_, "gems: this registration is closed");
+    torch::PyWarningHandler handler;
+    auto kernel = std::make_unique<AutogradGate>(std::move(python_kernel));
+    gates_.emplace_back(name, kernel.get());
+    library_->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
+  }
+
   py::list stats() {
     py::list out;
     std::lock_guard<std::mutex> guard(live_mutex);
     for (NativeKernel* k : kernels_) {
       if (live_kernels.count(k)) out.append(k->stats());
     }
+    for (const auto& [name, g] : gates_) {  // live while the library is
+      if (!library_) break;
+      const auto [below, python] = g->counts();
+      py::dict d;
+      d["op"] = name;
+      d["gate"] = true;
+      d["below_autograd"] = below;
+      d["python_calls"] = python;
+      out.append(d);
+    }
     return out;
   }
 
   void close() {
     kernels_.clear();
+    gates_.clear();
     library_.reset();
   }
 
@@ -847,6 +944,7 @@ class Registration {
   c10::DispatchKey key_;
   std::unique_ptr<torch::Library> library_;
   std::vector<NativeKernel*> kernels_;
+  std::vector<std::pair<std::string, AutogradGate*>> gates_;
 };
 
 void clear_all() {
@@ -880,6 +978,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::class_<Registration>(m, "Registration")
       .def(py::init<const std::string&, const std::string&>())
       .def("impl", &Registration::impl)
+      .def("gate", &Registration::gate)
       .def("stats", &Registration::stats)
       .def("close", &Registration::close);
   m.def("clear_all", &clear_all, "Forget every recipe of every live native kernel");

@@ -86,6 +86,7 @@ from .. import compat, runtime
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache, recording
+from ..native.recorder import keep_resident
 from ..plan_cache import Launch, PlanCache, signature
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -678,9 +679,9 @@ def _merge_mode(splits: int, block_g: int, block_dv: int, num_warps: int, merge:
     """The decode kernel's MERGE: 0 for one split; else 2 (the last split of each row block
     merges, no second launch) on NVIDIA and in the interpreter, where the merge's tile fits
     _MERGE_PER_THREAD elements a thread; else 1 (the combine kernel). ``merge`` ("fused",
-    "kernel"; None: ``GEMS_DECODE_MERGE``, default "auto") overrides the choice. While the
-    native dispatch layer records a call, the combine kernel: its recipes hold only memory a
-    call allocates, and the fused merge's counters persist across calls."""
+    "kernel"; None: ``GEMS_DECODE_MERGE``, default "auto") overrides the choice. The fused
+    merge's counters are resident buffers (:func:`_counts_for`), so the native dispatch
+    layer's recipes repeat it too."""
     if splits == 1:
         return 0
     merge = merge or os.environ.get("GEMS_DECODE_MERGE", "auto")
@@ -690,7 +691,7 @@ def _merge_mode(splits: int, block_g: int, block_dv: int, num_warps: int, merge:
         return 2
     if runtime.current().selection.execution.triton_backend not in (None, "cuda"):
         return 1
-    return 1 if _native_recording() else 2
+    return 2
 
 
 def _merge_tiles(block_g: int, splits: int, block_dv: int, num_warps: int) -> tuple[int, int]:
@@ -708,7 +709,8 @@ def _merge_tiles(block_g: int, splits: int, block_dv: int, num_warps: int) -> tu
 
 #: the fused merge's counters, one int32 per decode program, by (device, stream): zero
 #: between launches (the merging program resets its own), so one buffer serves every call
-#: made in order on its stream
+#: made in order on its stream. Resident (never freed, a larger one added beside it): the
+#: native layer's recipes address them, and it keys recipes by stream
 _merge_counts: dict[tuple[torch.device, int], torch.Tensor] = {}
 
 
@@ -716,7 +718,7 @@ def _counts_for(device: torch.device, needed: int) -> torch.Tensor:
     stream = compat.current_stream(device.index or 0) if device.type == "cuda" and not _interpreted() else 0
     counts = _merge_counts.get((device, stream))
     if counts is None or counts.numel() < needed:
-        counts = torch.zeros(max(needed, 1024), dtype=torch.int32, device=device)
+        counts = keep_resident(torch.zeros(max(needed, 1024), dtype=torch.int32, device=device))
         _merge_counts[(device, stream)] = counts
     return counts
 
@@ -1049,8 +1051,7 @@ def scaled_dot_product_attention(
     plan = _decode_plans.get(plan_key) if plan_key is not None else None
     if plan is not None and not (torch.is_grad_enabled()
                                  and (query.requires_grad or key.requires_grad or value.requires_grad)):
-        if plan.merge != 2 or not _native_recording():
-            return plan(query, key, value, attn_mask)
+        return plan(query, key, value, attn_mask)
     if dropout_p > 0:
         _note_dropout()
         return NotImplemented
