@@ -154,6 +154,23 @@ def test_decode_splits_the_keys_and_combines(merge: str, monkeypatch: pytest.Mon
     torch.testing.assert_close(got.cpu(), expected)
 
 
+@pytest.mark.parametrize("fixed", [1, 2, 3])
+def test_decode_config_may_fix_the_split_count(fixed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config's SPLITS replaces the heuristic's count (5 splits for this shape, above):
+    one split walks all 70 keys and writes the output itself; more are merged. The kernel
+    never sees SPLITS."""
+    decode = _spy(monkeypatch, "attention", "_decode")
+    combine = _spy(monkeypatch, "attention", "_combine")
+    q, k, v = _inputs(2, 4, 2, 1, 70, 16)
+    mask = (torch.rand(2, 1, 1, 70, generator=torch.Generator().manual_seed(3)) > 0.3).to(DEVICE)
+    config = KernelConfig({"BLOCK_N": 16, "SPLITS": fixed})
+    with _forcing(attention_decode=config), gems_core.use_gems(include=OPS):
+        got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    assert decode == [(4, fixed)] and not combine
+    torch.testing.assert_close(got.cpu().double(), _reference(q, k, v, attn_mask=mask, enable_gqa=True),
+                               atol=OUT_TOLERANCE[0], rtol=OUT_TOLERANCE[1])
+
+
 @pytest.mark.parametrize("shape", [(None, 8, 4, 1, 27), (1, 4, 1, 1, 13)], ids=["programs fill the chip", "one key block"])
 def test_decode_with_one_split_writes_the_output_itself(shape: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch) -> None:
     """Enough programs to fill 0.8 of the chip's slots (the interpreter's 8 units x 5

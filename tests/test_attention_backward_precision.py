@@ -28,9 +28,11 @@ LENGTH = 512 + 17
 #: (atol, rtol) against float64: measured errors are below 1.1e-6 absolute (|dV| up to 3),
 #: 1/15 of the conformance tolerance at this length (1.3e-6 and 1.3e-5 times sqrt(529))
 TOLERANCE = (2e-6, 2e-5)
-#: gems' worst error may exceed ATen float32's (on the same device) by at most this factor
-#: (measured on the CPU: 1.8)
-ATEN_FACTOR = 4.0
+#: gems' worst error may exceed ATen float32's (on the same device) by at most this factor.
+#: Measured: 1.8 on the CPU (the interpreter computes exp2 exactly); 4.3-5.6 on an H100,
+#: where the kernels' exp2 is the hardware's approximation (ex2.approx). The absolute
+#: tolerance above holds on both.
+ATEN_FACTOR = 4.0 if DEVICE.type == "cpu" else 8.0
 
 
 def _uniform(shape: tuple[int, ...], seed: int) -> torch.Tensor:

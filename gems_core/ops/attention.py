@@ -124,7 +124,8 @@ ATTENTION_BACKWARD = Tunable(
 )
 ATTENTION_DECODE = Tunable(
     "attention_decode",
-    params=("BLOCK_N",),
+    params=("BLOCK_N", "SPLITS"),
+    optional=("SPLITS",),
     defaults=[
         KernelConfig({"BLOCK_N": 64}, num_warps=4, num_stages=2),
         KernelConfig({"BLOCK_N": 64}, num_warps=4, num_stages=3),
@@ -134,7 +135,7 @@ ATTENTION_DECODE = Tunable(
     description="attention of few queries (decoding): one program per key/value head's group "
     "of query rows and split of the keys, walking its keys in BLOCK_N steps; the split count "
     "follows from the programs a compute unit holds (shared memory, warps) so that the grid "
-    "fills the chip once",
+    "fills the chip once, or is SPLITS where a config sets it (1: no split, no merge)",
 )
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -807,7 +808,8 @@ def _build_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch
                   qk_scale: float, out: torch.Tensor, blocks: dict[str, Any], units: int, config: KernelConfig,
                   write_lse: bool, splits: int | None = None, merge: str | None = None) -> DecodePlan:
     """The decode launches of ``config`` for these (B, H, L, D) queries into ``out``'s
-    layout: the split count from :func:`decode_splits` unless ``splits`` is given (tools)."""
+    layout: the split count from :func:`decode_splits` unless ``splits`` is given (tools) or
+    the config sets SPLITS (at most one split per key block either way)."""
     (batch, heads, length, head_dim), (kv_heads, keys), value_dim = q.shape, k.shape[1:3], v.shape[-1]
     group = heads // kv_heads
     group_rows = group * length
@@ -815,6 +817,11 @@ def _build_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch
     programs = batch * kv_heads * cdiv(group_rows, block_r)
     block_n, block_dv = config.params["BLOCK_N"], blocks["BLOCK_DV"]
     key_blocks = cdiv(keys, block_n)
+    fixed = config.params.get("SPLITS")
+    if fixed:  # a host-side choice: the kernel is launched without it
+        splits = splits or fixed
+        config = KernelConfig({name: value for name, value in config.params.items() if name != "SPLITS"},
+                              num_warps=config.num_warps, num_stages=config.num_stages, options=config.options)
     if splits is None:
         tile = _decode_tile_bytes(q.dtype, block_r, blocks, mask_kind != MASK_NONE, config)
         slots = units * decode_resident(config, tile, runtime.current().limits.shared_memory_per_block)
