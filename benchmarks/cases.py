@@ -190,6 +190,9 @@ CASES += [
     # decode shapes: M = 1 and 16 tokens through LLM projections (N, K from 4096 to 14336)
     *[Case(f"mm {m}x{n}x{k} bf16 (decode)", "mm", _linear(m, n, k), torch.mm, _gemm_bytes, _mm_flops)
       for m in (1, 16) for n, k in ((4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336))],
+    # prefill shapes: a batch of 2 prompts of 512 tokens through the same projections
+    *[Case(f"mm 1024x{n}x{k} bf16 (prefill)", "mm", _linear(1024, n, k), torch.mm, flops=_mm_flops)
+      for n, k in ((6144, 4096), (28672, 4096), (4096, 14336))],
     Case("sdpa prefill b4 h32 s2048 d128 causal bf16", "scaled_dot_product_attention",
          _sdpa_inputs(4, 32, 32, 2048, 2048), _sdpa_causal, flops=_causal_flops, aten_variants=sdpa_backends),
     Case("sdpa prefill b4 h32 s8192 d128 causal bf16", "scaled_dot_product_attention",

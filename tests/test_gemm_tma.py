@@ -105,10 +105,13 @@ def test_variant_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     assert mm.variant(*big, torch.float64) == "general"
     assert mm.variant(64, 4096, 4096, torch.bfloat16) == "decode"
     assert mm.variant(1, 4096, 4096, torch.bfloat16) == "gemv"
-    # the size window: 2^36 <= M * N * K < 2^39
+    # the size window: 3 * 2^34 <= M * N * K < 2^39
     assert mm.variant(2048, 14336, 4096, torch.bfloat16) == "tma"
-    assert mm.variant(4096, 4096, 4095, torch.bfloat16) == "general"  # just below 2^36
-    assert mm.variant(1024, 4096, 4096, torch.bfloat16) == "general"  # a 1024-token prefill
+    assert mm.variant(1024, 4096, 14336, torch.bfloat16) == "tma"  # a 1024-token prefill's down projection
+    assert mm.variant(1024, 4096, 12288, torch.bfloat16) == "tma"  # 3 * 2^34
+    assert mm.variant(1024, 4096, 12287, torch.bfloat16) == "general"  # just below
+    assert mm.variant(1024, 6144, 4096, torch.bfloat16) == "general"  # its fused q/k/v projection
+    assert mm.variant(1024, 4096, 4096, torch.bfloat16) == "general"
     assert mm.variant(8192, 8192, 8192, torch.bfloat16) == "general"  # 2^39: the tiled kernel
     monkeypatch.setenv("GEMS_MM_TMA", "force")
     assert mm.variant(65, 16, 16, torch.bfloat16) == "tma"
