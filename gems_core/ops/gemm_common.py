@@ -51,7 +51,7 @@ def fits_shared_memory(dtype: torch.dtype) -> Callable[[KernelConfig], bool]:
     ``num_stages`` copies of the A and B tiles, or the fp32 output tile that the epilogue
     may stage through shared memory, whichever is larger."""
     limit = runtime.current().limits.shared_memory_per_block
-    size = torch.empty((), dtype=dtype).element_size()
+    size = dtype.itemsize
 
     def admit(config: KernelConfig) -> bool:
         p = config.params

@@ -292,7 +292,7 @@ def _fits(dtype: torch.dtype, limit: int | None = None) -> Any:
     ``limit`` bytes of shared memory (default: the chip's)."""
     if limit is None:
         limit = runtime.current().limits.shared_memory_per_block
-    size = torch.empty((), dtype=dtype).element_size()
+    size = dtype.itemsize
 
     def admit(config: KernelConfig) -> bool:
         p = config.params
