@@ -10,7 +10,9 @@ runs the Python kernel, the second runs it once more under recording
 *recipe* (outputs and scratch to allocate, compiled kernels to launch with their arguments as
 numbers or addresses), and later calls run the recipe in C++. Calls the recorder cannot
 describe (a host read of a result, an ATen fallback, random numbers, anything but
-allocations, views and launches) keep the Python path.
+allocations, views and launches) keep the Python path. Ops gems differentiates itself get a
+gate on the Autograd key too (:func:`gate`): their calls that need no gradient reach the
+native kernel without Python.
 
 The layer is built from source the first time a process needs it (a C++ compiler and the
 torch headers, which torch's wheels ship; no CUDA toolkit) and cached under

@@ -13,6 +13,10 @@
 // Anything the layer does not understand (argument types, calls the recorder refuses)
 // simply keeps the Python path.
 //
+// Ops gems differentiates itself also get a gate on the Autograd key (AutogradGate): a call
+// that needs no gradient goes on below autograd to the native kernel without Python (so
+// torch.no_grad() loops reach the recipes, not only torch.inference_mode()).
+//
 // Error messages are built as std::string: formatting numbers through an ostream inside
 // this extension crashed with some torch builds (their libstdc++ locale facets).
 
