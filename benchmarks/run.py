@@ -193,8 +193,8 @@ def main() -> int:
         "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
         "gems_core": gems_core.__version__, "backend": gems_core.backend().name,
         "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M"),
+        "grad_mode": args.grad_mode,
     }
-    meta["grad_mode"] = args.grad_mode
     print(" ".join(f"{k}={v}" for k, v in meta.items()))
     with GRAD_MODES[args.grad_mode]():
         result = {"meta": meta, "host": run_host(device, only)}

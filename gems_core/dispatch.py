@@ -198,7 +198,7 @@ def _register(ops: frozenset[str]) -> _State:
                     # one) there without Python.
                     op_key = f"Autograd{key}"
                     autograd_kernel = _make_kernel(impl, rt, op_key, True)
-                    if fronted and gates is not None:
+                    if fronted:  # the gates' registration exists wherever the layer serves
                         native.gate(gates, name, autograd_kernel)
                     else:
                         library.impl(name, autograd_kernel, op_key, with_keyset=True)

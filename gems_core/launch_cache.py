@@ -51,6 +51,22 @@ class _Recording(threading.local):
 
 recording = _Recording()
 
+#: buffers kernels keep across calls, by data pointer (:func:`keep_resident`); never released
+_resident: dict[int, torch.Tensor] = {}
+
+
+def keep_resident(buffer: torch.Tensor) -> torch.Tensor:
+    """Keep ``buffer`` for the rest of the process, so that the native layer's recipes may
+    address it: a buffer a kernel uses across calls (counters it leaves as it found them),
+    which the Python path keeps per device and stream (the layer keys recipes by stream too)."""
+    _resident[buffer.untyped_storage().data_ptr()] = buffer
+    return buffer
+
+
+def is_resident(address: int) -> bool:
+    """Whether ``address`` lies in a buffer :func:`keep_resident` kept."""
+    return any(base <= address < base + t.untyped_storage().nbytes() for base, t in _resident.items())
+
 
 class KernelCompileError(RuntimeError):
     """Triton could not compile a kernel for this chip (the op then goes to ATen)."""

@@ -12,7 +12,7 @@ import torch
 
 import gems_core
 from gems_core import native
-from gems_core.launch_cache import recording
+from gems_core.launch_cache import keep_resident, recording
 from gems_core.native import recorder
 from gems_core.native.recorder import KINDS, NotRepeatable, build, record_call
 
@@ -242,7 +242,7 @@ def test_build_refuses_what_it_cannot_repeat():
 
 def test_build_passes_a_resident_buffer_by_address():
     x = torch.randn(8)
-    counters = recorder.keep_resident(torch.zeros(16, dtype=torch.int32))
+    counters = keep_resident(torch.zeros(16, dtype=torch.int32))
     go = _launcher(9, "OOO", (0, 1, 2))
     recipe = build(x, [(0, x)], 1, [], [(go, (1, 1, 1), (x, counters, counters.data_ptr() + 8))])
     (*_, args), = recipe[1]

@@ -15,11 +15,11 @@ where slots ``0 .. n-1`` are the call's stack arguments, ``n + i`` its allocatio
 ``2**20 + p * 1024 + j`` element ``j`` of list argument ``p`` (``Tensor[]``, ``Tensor?[]``;
 dispatch_layer.cpp's kListSlot and kListWidth: the C++ side passes list elements to
 :func:`record_call` at those slots, so nothing here decodes them).
-A launch may also address a *resident* buffer (:func:`keep_resident`): memory a kernel keeps
-across calls, such as attention's merge counters, which lives for the rest of the process
-and is passed as its address. Anything else (a host read of a result, an ATen fallback, an op on the data outside a
-kernel, benchmarking of configs, an output that is a view into a larger buffer) gives no
-recipe, and the call keeps the Python path.
+A launch may also address a *resident* buffer (``launch_cache.keep_resident``): memory a
+kernel keeps across calls, such as attention's merge counters, which lives for the rest of
+the process and is passed as its address. Anything else (a host read of a result, an ATen
+fallback, an op on the data outside a kernel, benchmarking of configs, an output that is a
+view into a larger buffer) gives no recipe, and the call keeps the Python path.
 
 The launch spec of a compiled kernel (``(function, block, shared, codes)``) is attached to
 its launcher by :func:`gems_core.launch_cache.torch_launcher` (``launcher.native``).
@@ -34,7 +34,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import tuning
-from ..launch_cache import recording
+from ..launch_cache import is_resident, recording
 
 #: argument kinds, as dispatch_layer.cpp numbers them
 KINDS = {"pointer": 0, "null": 1, "i32": 2, "i64": 3, "u32": 4, "u64": 5, "f32": 6, "f64": 7,
@@ -48,22 +48,6 @@ _ALLOCATIONS = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "
 #: operations that neither read nor write data (beyond views, which are told apart by schema)
 _METADATA = frozenset({"sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "dim",
                        "is_contiguous", "is_strides_like_format", "is_non_overlapping_and_dense"})
-
-
-#: resident buffers by data pointer (:func:`keep_resident`); never released
-_resident: dict[int, torch.Tensor] = {}
-
-
-def keep_resident(buffer: torch.Tensor) -> torch.Tensor:
-    """Keep ``buffer`` for the rest of the process, so that recipes may address it: a
-    buffer a kernel uses across calls (counters it leaves as it found them), which the
-    Python path keeps per device and stream (the layer keys recipes by stream too)."""
-    _resident[buffer.untyped_storage().data_ptr()] = buffer
-    return buffer
-
-
-def _in_resident(address: int) -> bool:
-    return any(base <= address < base + t.untyped_storage().nbytes() for base, t in _resident.items())
 
 
 class NotRepeatable(Exception):
@@ -258,7 +242,7 @@ def build(
                 if address == 0:
                     described.append((KINDS["null"], 0, 0, 0))
                     continue
-                if _in_resident(address):  # the same memory on every call: a number
+                if is_resident(address):  # the same memory on every call: a number
                     described.append((KINDS["u64"], 0, 0, address))
                     continue
                 slot, offset = slot_of(address)

@@ -85,8 +85,7 @@ from torch.autograd.function import once_differentiable
 from .. import compat, runtime
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
-from ..launch_cache import LaunchCache, recording
-from ..native.recorder import keep_resident
+from ..launch_cache import LaunchCache, keep_resident, recording
 from ..plan_cache import Launch, PlanCache, signature
 from ..registry import aten_op
 from ..tuning import Tunable
