@@ -170,3 +170,15 @@ class KernelOverride:
     op: str
     fn: Callable[..., Any]
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class KernelVariant:
+    """A chip's own implementation of one of the core's variant points
+    (:data:`gems_core.variants.POINTS`): the core offers it each call at that point, and it
+    serves the inputs it accepts (returning True) or declines (False), leaving them to the
+    portable kernel. ``fn`` follows the point's documented signature."""
+
+    point: str
+    fn: Callable[..., Any]
+    reason: str = ""

@@ -19,7 +19,9 @@ Names used in answers:
 * op names are ATen names: ``"add.Tensor"`` for one overload, ``"add"`` for all of them;
 * config keys are the names of the core's tunable kernels (``python -m gems_core info``
   lists them with their parameters); each config's ``params`` must be parameters of that
-  kernel.
+  kernel;
+* variant points are the keys of ``gems_core.variants.POINTS``, which documents the
+  signature of each (``gems_kernel_variants``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .contract import (
     Deviation,
     KernelConfig,
     KernelOverride,
+    KernelVariant,
     OpGate,
 )
 
@@ -86,3 +89,12 @@ def gems_known_deviations() -> Iterable[Deviation]:
 def gems_kernel_overrides() -> Iterable[KernelOverride]:
     """Rare: replacement implementations of single ATen overloads for this chip, only where
     the portable kernel cannot serve it."""
+
+
+@hookspec(firstresult=True)
+def gems_kernel_variants(arch: str) -> Iterable[KernelVariant]:
+    """The chip's own kernels for the core's variant points (``gems_core.variants.POINTS``
+    names them and their signatures): each is offered every call at its point and serves
+    what it accepts; the portable kernel serves the rest. For a kernel a chip can run much
+    faster in its own form (a vendor-specific language or instruction set) while the core's
+    kernel stays the reference everywhere else."""

@@ -2,8 +2,8 @@
 
 Versions, every installed backend and its state, the selected backend and the reason, the
 policy it applies (ops and dtypes left to ATen, configs, compiler options kept and dropped,
-known deviations, overrides, run-time fallbacks), the ops gems serves and the tunable
-kernels. ``--json`` prints the same report for machines. A selection that fails prints the
+known deviations, overrides, kernel variants, run-time fallbacks), the ops gems serves and
+the tunable kernels. ``--json`` prints the same report for machines. A selection that fails prints the
 installed backends and the error, and exits 2.
 
 :func:`collect` builds the report in-process too, so run-time fallbacks recorded while a
@@ -100,6 +100,8 @@ def _policy_section(rt: Any, tunables: Mapping[str, Any]) -> dict[str, Any]:
     # the policy keeps each override's function only; its reason is asked for again
     overrides = rt.selection.backend.call("gems_kernel_overrides") or ()
     reasons = {o.op: o.reason for o in overrides}
+    variant_reasons = {v.point: v.reason for v in rt.selection.backend.call("gems_kernel_variants",
+                                                                             arch=rt.selection.arch) or ()}
     configs = {}
     for name in sorted(set(tunables) | set(policy.configs)):
         tunable = tunables.get(name)
@@ -128,6 +130,14 @@ def _policy_section(rt: Any, tunables: Mapping[str, Any]) -> dict[str, Any]:
                 "reason": reasons.get(op, ""),
             }
             for op, fn in sorted(policy.overrides.items())
+        ],
+        "variants": [
+            {
+                "point": point,
+                "fn": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}",
+                "reason": variant_reasons.get(point, ""),
+            }
+            for point, fn in sorted(policy.variants.items())
         ],
         "runtime_fallbacks": dict(sorted(rt.runtime_fallbacks.items())),
     }
@@ -349,6 +359,13 @@ def _policy_lines(name: str, pol: Mapping[str, Any]) -> list[str]:
         [
             f"{o['op']}: {o['fn']}" + (f"  ({o['reason']})" if o["reason"] else "")
             for o in pol["overrides"]
+        ],
+    )
+    block(
+        "kernel variants",
+        [
+            f"{v['point']}: {v['fn']}" + (f"  ({v['reason']})" if v["reason"] else "")
+            for v in pol["variants"]
         ],
     )
     block(

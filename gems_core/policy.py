@@ -5,12 +5,13 @@ Built once at selection; the per-op path reads dicts and frozensets only.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .compat import accepted_options
-from .contract import Deviation, KernelConfig, KernelOverride, OpGate
+from .contract import Deviation, KernelConfig, KernelOverride, KernelVariant, OpGate
 from .selection import Selection
 
 ALL_DTYPES = frozenset()  # an empty gate set means "every dtype"
@@ -30,6 +31,8 @@ class Policy:
     dropped_options: tuple[str, ...] = ()
     deviations: tuple[Deviation, ...] = ()
     overrides: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    #: variant point (gems_core.variants.POINTS) -> the backend's kernel there
+    variants: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
     def gate_for(self, overload: str) -> frozenset[str] | None:
         """Dtype names that send ``overload`` to ATen (empty = always); None = never."""
@@ -101,6 +104,22 @@ def build_policy(selection: Selection) -> Policy:
         if not isinstance(override, KernelOverride):
             raise TypeError(f"gems_kernel_overrides entries must be KernelOverride, got {override!r}")
         overrides[override.op] = override.fn
+    variants: dict[str, Callable[..., Any]] = {}
+    offered = () if os.environ.get("GEMS_KERNEL_VARIANTS", "1") in ("0", "off") else (
+        backend.call("gems_kernel_variants", arch=arch) or ())
+    for entry in offered:
+        if not isinstance(entry, KernelVariant):
+            raise TypeError(f"gems_kernel_variants entries must be KernelVariant, got {entry!r}")
+        from .variants import POINTS
+
+        if entry.point not in POINTS:
+            raise ValueError(f"gems_kernel_variants: {entry.point!r} is not a variant point of this gems-core "
+                             f"(points: {', '.join(sorted(POINTS))})")
+        if not callable(entry.fn):
+            raise TypeError(f"gems_kernel_variants: the {entry.point!r} variant's fn is not callable: {entry.fn!r}")
+        if entry.point in variants:
+            raise ValueError(f"gems_kernel_variants: two variants for {entry.point!r}")
+        variants[entry.point] = entry.fn
     kept_configs: dict[str, tuple[KernelConfig, ...]] = {}
     for name, cfgs in configs.items():
         kept_configs[name] = tuple(_accepted_config(name, c, accepted, dropped) for c in cfgs)
@@ -113,4 +132,5 @@ def build_policy(selection: Selection) -> Policy:
         dropped_options=tuple(dropped),
         deviations=tuple(backend.call("gems_known_deviations") or ()),
         overrides=overrides,
+        variants=variants,
     )

@@ -34,6 +34,10 @@ aligned, as in ATen: query ``i`` attends keys ``j <= i`` for any L and S. A mask
 place through its broadcast strides. A row that attends nothing gives zeros (and zero
 gradients), as ATen's.
 
+A backend may serve the prefill path itself: a call without a mask is first offered to its
+``attention_forward`` variant (:mod:`gems_core.variants`; the NVIDIA backend has a
+warp-specialized Hopper kernel there), and the kernel here serves whatever it declines.
+
 Decoding (L <= 16, not causal: one new token, or a few speculative ones). The prefill grid
 would hold one program per query head, too few to fill a chip, each reading its key/value
 head again. The decode kernel gives one program all the query rows that share a key/value
@@ -82,7 +86,7 @@ import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 
-from .. import compat, runtime
+from .. import compat, runtime, variants
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache, keep_resident, recording
@@ -942,6 +946,9 @@ def _forward_launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
     if decode:
         plan = _decode_launch(q, k, v, mask, mask_kind, qk_scale, out, lse, {**blocks, "HEAD_EXACT": exact}, units)
         return out, lse, plan
+    if mask_kind == MASK_NONE and variants.offer("attention_forward", q, k, v, out, lse, causal, qk_scale):
+        recording.impure = True  # the backend's kernel launches outside gems' launch cache
+        return out, lse, None
     args = (*q.stride(), *k.stride(), *v.stride(), *mask.stride()[:4])
     tail = (heads, heads // kv_heads, length, keys, q.shape[-1], value_dim, qk_scale)
 

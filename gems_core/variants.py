@@ -1,0 +1,63 @@
+"""Variant points: places in the core's kernels where a backend may put its own kernel.
+
+A backend answers ``gems_kernel_variants(arch)`` with :class:`~gems_core.KernelVariant`
+entries naming a point below. At that point the core offers each call to the variant first;
+the variant serves the inputs it accepts (and returns True) or declines (False), and the
+portable kernel serves everything it declines. The portable kernel stays the reference: the
+conformance suite and the tests compare both against ATen.
+
+A variant that raises is turned off for the rest of the process with one warning, and the
+call it failed goes to the portable kernel.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from . import runtime
+
+#: point name -> the signature and contract a variant at that point follows
+POINTS: dict[str, str] = {
+    "attention_forward": (
+        "fn(q, k, v, out, lse, causal, qk_scale) -> bool: attention without a mask, from the "
+        "SDPA prefill path (more than 16 queries, or causal). q is (B, H, L, D), k is "
+        "(B, HKV, S, D) and v is (B, HKV, S, DV) with H a multiple of HKV (DV may differ from "
+        "D), any strides, all on the backend's device in one dtype. Write softmax(scores) @ v "
+        "into out ((B, H, L, DV), preallocated), where the "
+        "scores are qk_scale * q @ k^T in base 2 (qk_scale > 0 is the softmax scale times "
+        "log2(e)), causal masking keeps key j <= query i (top-left), and write each row's "
+        "base-2 log-sum-exp of its scores (max + log2(sum of exp2)) into lse, a (B * H, L) "
+        "float32 tensor (the backward reads it). Return False, having written nothing, to "
+        "leave the call to the portable kernel."
+    ),
+}
+
+_turned_off: set[str] = set()
+
+
+def variant(point: str) -> Callable[..., bool] | None:
+    """The selected backend's variant at ``point``, or None."""
+    if point in _turned_off:
+        return None
+    return runtime.current().policy.variants.get(point)
+
+
+def offer(point: str, *args: Any) -> bool:
+    """Offer a call to the variant at ``point``: True when it served the call."""
+    fn = variant(point)
+    if fn is None:
+        return False
+    try:
+        return bool(fn(*args))
+    except Exception as exc:  # noqa: BLE001 - any failure of a backend's kernel turns it off
+        _turned_off.add(point)
+        name = runtime.current().selection.descriptor.name
+        warnings.warn(
+            f"gems: the {name} backend's {point} variant failed ({type(exc).__name__}: {exc}); "
+            "the portable kernel serves this point from now on",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return False
