@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gems_core import BackendDescriptor, DetectedDevice, KernelConfig, hookimpl
+from gems_core import BackendDescriptor, DetectedDevice, KernelConfig, KernelVariant, hookimpl
 
 from . import configs, device
 
@@ -23,3 +23,18 @@ def gems_detect() -> DetectedDevice | None:
 @hookimpl
 def gems_tuned_configs(arch: str) -> Mapping[str, Sequence[KernelConfig]]:
     return configs.tuned_configs(arch)
+
+
+@hookimpl
+def gems_kernel_variants(arch: str) -> Sequence[KernelVariant]:
+    if device.arch_key(arch) != "sm_90":
+        return []
+    from . import attention_sm90  # Gluon is imported only for the chip it serves
+
+    if not attention_sm90.available():
+        return []
+    return [KernelVariant(
+        "attention_forward", attention_sm90.attention_forward,
+        reason="warp-specialized Gluon kernel (a loading warp, two consumer warp groups): the portable "
+               "kernel cannot overlap softmax and products on Hopper",
+    )]

@@ -1,0 +1,258 @@
+"""The NVIDIA backend's Hopper attention kernel (``gems_backend_nvidia.attention_sm90``, the
+``attention_forward`` variant): its ahead-of-time compile for sm_90 (upstream Triton compiles
+for it on any machine), which inputs it takes, and, on a Hopper GPU, its results through gems'
+SDPA against float64 ATen: odd lengths (not tile multiples, L != S both ways), grouped-query
+heads, ATen's (B, L, H, D) memory layout, both head dims, fp16 and bf16, a negative scale,
+and the gradients of the backward that reads its log-sum-exp."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import gems_core
+from gems_core import runtime
+
+attention_sm90 = pytest.importorskip("gems_backend_nvidia.attention_sm90")
+
+pytestmark = pytest.mark.skipif(not attention_sm90.available(), reason="this Triton has no Gluon Hopper module")
+
+SM90_SHARED_MEMORY = 227 * 1024
+
+
+def _hopper_selected() -> bool:
+    return (torch.cuda.is_available() and runtime.current().selection.descriptor.name == "nvidia"
+            and torch.cuda.get_device_capability() == (9, 0))
+
+
+on_hopper = pytest.mark.skipif(not _hopper_selected(), reason="needs an H100/H200 under the nvidia backend")
+
+
+#: compiled in a child process: a process that has run kernels in Triton's interpreter (the
+#: cpu backend's tests) keeps interpreted helpers that a compiled kernel cannot reference
+_COMPILE = """
+import json, sys
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from gems_backend_nvidia import attention_sm90 as A
+
+out = {}
+for head_dim in A.HEAD_DIMS:
+    for causal in (True, False):
+        for stages in (2, 3):
+            tile = A._layout(torch.bfloat16, A.QUERY_ROWS, head_dim)
+            block = A._layout(torch.bfloat16, A.BLOCK_N, head_dim)
+            rows, keys = A.QUERY_ROWS, A.BLOCK_N
+            signature = {
+                "q_desc": f"tensordesc<bf16[1, 1, {rows}, {head_dim}],{tile!r}>",
+                "k_desc": f"tensordesc<bf16[1, 1, {keys}, {head_dim}],{block!r}>",
+                "v_desc": f"tensordesc<bf16[1, 1, {keys}, {head_dim}],{block!r}>",
+                "o_desc": f"tensordesc<bf16[1, 1, {rows}, {head_dim}],{tile!r}>",
+                "lse_ptr": "*fp32", "qk_scale": "fp32", "H": "i32", "GROUP": "i32", "L": "i32", "S": "i32",
+                "STAGES": "constexpr", "CAUSAL": "constexpr", "CONSUMER_REGS": "constexpr",
+                "LOADER_REGS": "constexpr",
+            }
+            values = {"STAGES": stages, "CAUSAL": causal, "CONSUMER_REGS": A.CONSUMER_REGISTERS,
+                      "LOADER_REGS": A.LOADER_REGISTERS}
+            names = list(signature)
+            source = GluonASTSource(A.attention_kernel, signature,
+                                    {(names.index(k),): v for k, v in values.items()})
+            kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                                    options={"num_warps": 4, "maxnreg": A.MAX_REGISTERS})
+            ptx = kernel.asm["ptx"]
+            out[f"{head_dim}-{causal}-{stages}"] = {
+                "shared": kernel.metadata.shared,
+                "wgmma": "wgmma.mma_async" in ptx,
+                "bulk_copies": "cp.async.bulk.tensor" in ptx,
+                "setmaxnreg": "setmaxnreg" in ptx,
+                "overlapped_waits": ptx.count("wgmma.wait_group.sync.aligned 1"),
+            }
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.fixture(scope="module")
+def compiled() -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", _COMPILE], env=env, capture_output=True, text=True, check=False,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("head_dim", attention_sm90.HEAD_DIMS)
+def test_compiles_for_sm90_within_the_chip(compiled: dict[str, Any], head_dim: int, causal: bool,
+                                           stages: int) -> None:
+    kernel = compiled[f"{head_dim}-{causal}-{stages}"]
+    assert kernel["shared"] <= SM90_SHARED_MEMORY
+    # asynchronous tensor-core products, bulk tensor copies, and the register rebalance of
+    # the warp-specialized roles
+    assert kernel["wgmma"] and kernel["bulk_copies"] and kernel["setmaxnreg"]
+    assert kernel["overlapped_waits"] >= 2  # the scores overlap the previous P V
+
+
+def test_describable_needs_contiguous_rows_and_16_byte_alignment() -> None:
+    ok = torch.empty(2, 3, 10, 64, dtype=torch.bfloat16)
+    assert attention_sm90._describable(ok)
+    assert attention_sm90._describable(ok.transpose(1, 2))  # ATen's (B, L, H, D) memory
+    assert not attention_sm90._describable(torch.empty(1, 1, 10, 65, dtype=torch.bfloat16)[..., :64])
+    assert not attention_sm90._describable(torch.empty(1, 1, 64, 10, dtype=torch.bfloat16).transpose(2, 3))
+    shifted = torch.empty(1000, dtype=torch.bfloat16)[1:641].view(1, 1, 10, 64)
+    assert not attention_sm90._describable(shifted)
+
+
+def test_declines_what_it_does_not_serve_on_this_machine() -> None:
+    q = torch.randn(1, 2, 32, 64, dtype=torch.bfloat16)
+    out, lse = torch.empty_like(q), torch.empty(2, 32)
+    assert attention_sm90.attention_forward(q, q, q, out, lse, True, 1.0) is False  # CPU tensors
+
+
+# --- on a Hopper GPU --------------------------------------------------------------------------
+
+
+def _spy_launches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
+    """The grids the kernel is launched with (first launches through Triton and later ones
+    through the kept launcher alike), with the work bound lifted for these small shapes."""
+    grids: list[tuple[int, ...]] = []
+    kernel = attention_sm90.attention_kernel
+
+    class Spy:
+        def __getitem__(self, grid: tuple[int, ...]) -> Any:
+            grids.append(grid)
+            return kernel[grid]
+
+    class Kept(dict):  # the launchers _first_launch keeps, each recording its grids
+        def __setitem__(self, key: Any, launch: Any) -> None:
+            def recorded(grid: tuple[int, ...], *args: Any) -> None:
+                grids.append(grid)
+                launch(grid, *args)
+
+            super().__setitem__(key, recorded)
+
+    monkeypatch.setattr(attention_sm90, "attention_kernel", Spy())
+    monkeypatch.setattr(attention_sm90, "_compiled", Kept())
+    monkeypatch.setattr(attention_sm90, "MIN_WORK", 0)
+    return grids
+
+
+#: name -> (B, H, HKV, L, S, D, causal, dtype, ATen's (B, L, H, D) memory, scale)
+CASES: dict[str, tuple[Any, ...]] = {
+    "tile multiples": (2, 4, 4, 256, 256, 128, True, torch.bfloat16, False, None),
+    "gqa odd lengths": (1, 8, 2, 200, 200, 128, True, torch.float16, True, None),
+    "full L<S d64": (2, 4, 2, 77, 333, 64, False, torch.bfloat16, True, None),
+    "causal L>S": (1, 4, 4, 300, 130, 128, True, torch.bfloat16, False, None),
+    "causal L<S d64": (1, 2, 2, 130, 400, 64, True, torch.float16, False, None),
+    "negative scale": (1, 4, 1, 150, 150, 128, False, torch.bfloat16, True, -0.07),
+}
+
+
+def _make(b: int, h: int, hkv: int, lq: int, s: int, d: int, dtype: torch.dtype, blhd: bool) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(lq * 7 + s)
+
+    def one(heads: int, rows: int) -> torch.Tensor:
+        if blhd:  # (B, L, H, D) memory seen as (B, H, L, D), as a projection's output is
+            return torch.randn(b, rows, heads, d, generator=g).to("cuda", dtype).transpose(1, 2)
+        return torch.randn(b, heads, rows, d, generator=g).to("cuda", dtype)
+
+    return [one(h, lq), one(hkv, s), one(hkv, s)]
+
+
+def _same_layout(a: torch.Tensor) -> torch.Tensor:
+    """A copy of ``a`` with its strides (``clone`` makes a tensor with gaps contiguous)."""
+    copy = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
+    return copy.copy_(a.detach())
+
+
+def _bound(aten: float, dtype: torch.dtype) -> float:
+    """gems' largest error allowed: twice ATen's own 16-bit error against float64, plus a few
+    units in the last place of outputs near 1 (both round P and the output to 16 bits, and
+    ATen's backend may round differently: its math fallback keeps more bits). ATen's error
+    may be NaN: with a negative scale its 16-bit CUDA backends returned NaN on the H100
+    (torch 2.11); the bound is then the 16-bit term alone."""
+    return (2 * aten if math.isfinite(aten) else 0.0) + (1.6e-2 if dtype == torch.bfloat16 else 2e-3)
+
+
+def _errors(args: list[torch.Tensor], kwargs: dict[str, Any], requires_grad: bool = False) -> tuple[Any, Any]:
+    """(gems' error, ATen's error) against float64 ATen: output, and gradients when asked."""
+    ref_args = [a.detach().double().requires_grad_(requires_grad) for a in args]
+    low_args = [_same_layout(a).requires_grad_(requires_grad) for a in args]
+    gems_args = [_same_layout(a).requires_grad_(requires_grad) for a in args]
+    ref = F.scaled_dot_product_attention(*ref_args, **kwargs)
+    low = F.scaled_dot_product_attention(*low_args, **kwargs)
+    with gems_core.use_gems():
+        mine = F.scaled_dot_product_attention(*gems_args, **kwargs)
+        if requires_grad:
+            grad = torch.randn_like(ref)
+            mine.backward(grad.to(mine.dtype))
+    if not requires_grad:
+        return (mine.double() - ref).abs().max().item(), (low.double() - ref).abs().max().item()
+    ref.backward(grad)
+    low.backward(grad.to(low.dtype))
+    return ([(a.grad.double() - r.grad).abs().max().item() for a, r in zip(gems_args, ref_args)],
+            [(a.grad.double() - r.grad).abs().max().item() for a, r in zip(low_args, ref_args)])
+
+
+@on_hopper
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_float64_aten_through_gems(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    b, h, hkv, lq, s, d, causal, dtype, blhd, scale = CASES[name]
+    grids = _spy_launches(monkeypatch)
+    args = _make(b, h, hkv, lq, s, d, dtype, blhd)
+    kwargs = {"is_causal": causal, "enable_gqa": h != hkv, "scale": scale}
+    mine, aten = _errors(args, kwargs)
+    assert grids == [(math.ceil(lq / attention_sm90.BLOCK_M), b * h)]
+    assert mine <= _bound(aten, dtype), (mine, aten)
+
+
+@on_hopper
+def test_repeat_calls_take_the_kept_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    grids = _spy_launches(monkeypatch)
+    args = _make(2, 4, 2, 300, 300, 128, torch.bfloat16, True)
+    results = [_errors(args, {"is_causal": True, "enable_gqa": True}) for _ in range(3)]
+    assert grids == [(3, 8)] * 3 and len(attention_sm90._compiled) == 1
+    for mine, aten in results:
+        assert mine <= _bound(aten, torch.bfloat16), results
+
+
+def test_declines_calls_with_little_work() -> None:
+    # the Llama prefill's attention (batch 2, 32 heads, 512 causal tokens) is left to the
+    # portable kernel; the 2048-token benchmark call is taken
+    assert attention_sm90.attended_pairs(64, 512, 512, True) < attention_sm90.MIN_WORK
+    assert attention_sm90.attended_pairs(128, 2048, 2048, True) >= attention_sm90.MIN_WORK
+    assert attention_sm90.attended_pairs(1, 5, 3, True) == 3 * 4 // 2 + 2 * 3  # rows past S attend all keys
+    assert attention_sm90.attended_pairs(1, 3, 5, True) == 6
+    assert attention_sm90.attended_pairs(2, 3, 5, False) == 30
+    q = torch.randn(2, 32, 512, 128, dtype=torch.bfloat16)
+    assert attention_sm90.attention_forward(q, q, q, torch.empty_like(q), torch.empty(64, 512), True, 1.0) is False
+
+
+@on_hopper
+def test_gradients_from_its_log_sum_exp_match_float64_aten(monkeypatch: pytest.MonkeyPatch) -> None:
+    grids = _spy_launches(monkeypatch)
+    args = _make(1, 4, 2, 190, 190, 128, torch.bfloat16, True)
+    mine, aten = _errors(args, {"is_causal": True, "enable_gqa": True}, requires_grad=True)
+    assert len(grids) == 1
+    for got, theirs in zip(mine, aten):
+        assert got <= _bound(theirs, torch.bfloat16), (mine, aten)
+
+
+@on_hopper
+def test_inputs_it_cannot_describe_run_on_the_core_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    grids = _spy_launches(monkeypatch)
+    q, k, v = _make(1, 2, 2, 100, 100, 64, torch.bfloat16, False)
+    padded = torch.zeros(1, 2, 100, 68, dtype=torch.bfloat16, device="cuda")[..., :64]
+    padded.copy_(q)  # rows of 136 bytes, not a multiple of 16: no tensor descriptor
+    mine, aten = _errors([padded, k, v], {"is_causal": True})
+    assert grids == []
+    assert mine <= _bound(aten, torch.bfloat16), (mine, aten)
