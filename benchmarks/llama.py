@@ -649,6 +649,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "llama",
         "device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
         "backend": gems_core.backend().name,
+        "kernel_variants": sorted(gems_core.runtime.current().policy.variants),
         "torch": torch.__version__,
         "triton": triton.__version__,
         "gems": gems_core.__version__,

@@ -194,6 +194,7 @@ def main() -> int:
         "gems_core": gems_core.__version__, "backend": gems_core.backend().name,
         "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M"),
         "grad_mode": args.grad_mode,
+        "kernel_variants": sorted(gems_core.runtime.current().policy.variants),  # backend kernels in use
     }
     print(" ".join(f"{k}={v}" for k, v in meta.items()))
     with GRAD_MODES[args.grad_mode]():
