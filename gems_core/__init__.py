@@ -24,6 +24,7 @@ from .contract import (
     Limits,
     OpGate,
     TritonTarget,
+    VariantCompile,
 )
 from .dispatch import disable, enable, registered_ops, use_gems
 from .hookspecs import hookimpl
@@ -41,6 +42,7 @@ __all__ = [
     "Limits",
     "OpGate",
     "TritonTarget",
+    "VariantCompile",
     "__version__",
     "backend",
     "device",

@@ -180,9 +180,16 @@ def _compile(
     key: Any, result: AotCompile, kernel: Any, target: TritonTarget,
     signature: Any, constants: Any, attrs: Any, parsed: Any,
 ) -> AotCompile:
+    from triton.compiler import ASTSource
+
+    return _finish(key, result, error=_run(result, ASTSource(kernel, signature, constants, attrs), parsed.__dict__))
+
+
+def _run(result: AotCompile, source: Any, options: Mapping[str, Any]) -> str | None:
+    """Compile ``source`` for ``result.target`` into ``result`` (kernel, compiler log,
+    seconds); the error text, or None."""
     import triton
     from triton import knobs
-    from triton.compiler import ASTSource
 
     log = io.StringIO()
     started = time.perf_counter()
@@ -192,21 +199,28 @@ def _compile(
     try:
         # Triton prints the ptxas report, and a failing kernel's whole PTX, to stdout
         with contextlib.redirect_stdout(log):
-            compiled = triton.compile(
-                ASTSource(kernel, signature, constants, attrs),
-                target=_gpu_target(target),
-                options=parsed.__dict__,
-            )
+            result.compiled = triton.compile(source, target=_gpu_target(result.target), options=dict(options))
     except Exception as exc:  # noqa: BLE001 - any failure is this kernel's compile error
-        result.seconds = time.perf_counter() - started
-        result.log = log.getvalue()
-        return _finish(key, result, error=_short(exc))
+        return _short(exc)
     finally:
         knobs.nvidia.dump_ptxas_log, knobs.compilation.always_compile = previous
-    result.seconds = time.perf_counter() - started
-    result.log = log.getvalue()
-    result.compiled = compiled
-    return _finish(key, result, error=None)
+        result.seconds = time.perf_counter() - started
+        result.log = log.getvalue()
+    return None
+
+
+def compile_source(name: str, target: TritonTarget, source: Any, options: Mapping[str, Any]) -> AotCompile:
+    """Compile a prepared ``source`` (an ``ASTSource``, or Gluon's) for ``target``: a
+    backend's own kernel (a kernel variant), whose compiles the backend lists. Never raises
+    for a compile failure; observers are not told."""
+    fn = getattr(source, "fn", None)
+    function = f"{getattr(fn, 'module', '?')}.{getattr(getattr(fn, 'fn', None), '__qualname__', name)}"
+    result = AotCompile(
+        name=name, function=function, target=target, num_warps=int(options.get("num_warps", 4)),
+        num_stages=int(options.get("num_stages", 3)), options=dict(options), constexprs={},
+    )
+    result.error = _run(result, source, options)
+    return result
 
 
 def _finish(key: Any, result: AotCompile, error: str | None) -> AotCompile:

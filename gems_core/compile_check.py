@@ -205,6 +205,7 @@ def check_in_process(
             with tuning.forcing(_picker(spaces, round_index, context)):
                 for case in cases:
                     _drive_case(case, round_index, spaces, used_by, context, records, target, rt)
+    records += _variant_records(rt, target, limits, ops)
     for name, configs in spaces.items():
         if name not in compiled:
             records.append(CompileRecord(
@@ -212,6 +213,33 @@ def check_in_process(
                 target=_target_text(target), status=NOT_EXERCISED,
                 message="no op case drove this kernel: its configs were not compiled",
             ))
+    return records
+
+
+def _variant_records(rt: Any, target: TritonTarget, limits: Limits,
+                     ops: Sequence[str] | None) -> list[CompileRecord]:
+    """The selected backend's kernel variants compiled for ``target`` (each compile its
+    ``compiles`` lists), within ``ops`` when given (a point belongs to its op)."""
+    from . import aot
+    from .variants import POINT_OPS
+
+    records = []
+    for point, compiles in sorted(rt.policy.variant_compiles.items()):
+        op = POINT_OPS.get(point, "")
+        if ops and op not in ops:
+            continue
+        name = f"{point} (variant)"
+        try:
+            wanted = list(compiles(target))
+        except Exception as exc:  # noqa: BLE001 - the backend's listing failed: a record, not a crash
+            records.append(CompileRecord(kernel=name, config="-", target=_target_text(target), status=HOST_ERROR,
+                                         message=f"listing its compiles failed: {type(exc).__name__}: {exc}"))
+            continue
+        for item in wanted:
+            result = aot.compile_source(name, target, item.source, item.options)
+            record = _record(result, {}, limits, _Context(op=op))
+            record.config = item.config
+            records.append(record)
     return records
 
 

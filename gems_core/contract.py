@@ -7,7 +7,7 @@ lookup tables, so nothing here is consulted by a hook call on the per-op path.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,12 +173,26 @@ class KernelOverride:
 
 
 @dataclass(frozen=True)
+class VariantCompile:
+    """One compile of a variant's kernel for a target, for the compile tier: ``source`` is
+    what ``triton.compile`` takes (an ``ASTSource``, or Gluon's), ``options`` its compiler
+    options (``num_warps``, ``maxnreg``, ...), ``config`` how reports name it."""
+
+    config: str
+    source: Any
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class KernelVariant:
     """A chip's own implementation of one of the core's variant points
     (:data:`gems_core.variants.POINTS`): the core offers it each call at that point, and it
     serves the inputs it accepts (returning True) or declines (False), leaving them to the
-    portable kernel. ``fn`` follows the point's documented signature."""
+    portable kernel. ``fn`` follows the point's documented signature. ``compiles``, given a
+    Triton target, lists the compiles the kernel needs there (none for a target it does not
+    run on); the compile tier compiles them ahead of time as it does the core's kernels."""
 
     point: str
     fn: Callable[..., Any]
     reason: str = ""
+    compiles: Callable[[TritonTarget], Iterable[VariantCompile]] | None = None

@@ -33,6 +33,8 @@ class Policy:
     overrides: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     #: variant point (gems_core.variants.POINTS) -> the backend's kernel there
     variants: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    #: variant point -> the compiles its kernel needs for a target (for the compile tier)
+    variant_compiles: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
     def gate_for(self, overload: str) -> frozenset[str] | None:
         """Dtype names that send ``overload`` to ATen (empty = always); None = never."""
@@ -105,6 +107,7 @@ def build_policy(selection: Selection) -> Policy:
             raise TypeError(f"gems_kernel_overrides entries must be KernelOverride, got {override!r}")
         overrides[override.op] = override.fn
     variants: dict[str, Callable[..., Any]] = {}
+    variant_compiles: dict[str, Callable[..., Any]] = {}
     offered = () if os.environ.get("GEMS_KERNEL_VARIANTS", "1") in ("0", "off") else (
         backend.call("gems_kernel_variants", arch=arch) or ())
     for entry in offered:
@@ -120,6 +123,8 @@ def build_policy(selection: Selection) -> Policy:
         if entry.point in variants:
             raise ValueError(f"gems_kernel_variants: two variants for {entry.point!r}")
         variants[entry.point] = entry.fn
+        if entry.compiles is not None:
+            variant_compiles[entry.point] = entry.compiles
     kept_configs: dict[str, tuple[KernelConfig, ...]] = {}
     for name, cfgs in configs.items():
         kept_configs[name] = tuple(_accepted_config(name, c, accepted, dropped) for c in cfgs)
@@ -133,4 +138,5 @@ def build_policy(selection: Selection) -> Policy:
         deviations=tuple(backend.call("gems_known_deviations") or ()),
         overrides=overrides,
         variants=variants,
+        variant_compiles=variant_compiles,
     )

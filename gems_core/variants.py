@@ -34,6 +34,9 @@ POINTS: dict[str, str] = {
     ),
 }
 
+#: point name -> the op whose kernel holds it (the compile tier's ``--ops`` selects by op)
+POINT_OPS: dict[str, str] = {"attention_forward": "scaled_dot_product_attention"}
+
 _turned_off: set[str] = set()
 
 

@@ -40,42 +40,30 @@ on_hopper = pytest.mark.skipif(not _hopper_selected(), reason="needs an H100/H20
 #: cpu backend's tests) keeps interpreted helpers that a compiled kernel cannot reference
 _COMPILE = """
 import json, sys
-import torch, triton
-from triton.backends.compiler import GPUTarget
-from triton.experimental.gluon._runtime import GluonASTSource
+from types import SimpleNamespace
+from gems_core import TritonTarget
+from gems_core.compile_check import _variant_records
 from gems_backend_nvidia import attention_sm90 as A
 
+target = TritonTarget("cuda", 90, 32)
+limits = SimpleNamespace(shared_memory_per_block=227 * 1024, max_threads_per_block=1024, max_warps=32,
+                         max_block_elements=0)
+runtime = SimpleNamespace(policy=SimpleNamespace(variant_compiles={"attention_forward": A.compiles}))
+records = _variant_records(runtime, target, limits, None)
+sources = {item.config: item.source for item in A.compiles(target)}
 out = {}
-for head_dim in A.HEAD_DIMS:
-    for causal in (True, False):
-        for stages in (2, 3):
-            tile = A._layout(torch.bfloat16, A.QUERY_ROWS, head_dim)
-            block = A._layout(torch.bfloat16, A.BLOCK_N, head_dim)
-            rows, keys = A.QUERY_ROWS, A.BLOCK_N
-            signature = {
-                "q_desc": f"tensordesc<bf16[1, 1, {rows}, {head_dim}],{tile!r}>",
-                "k_desc": f"tensordesc<bf16[1, 1, {keys}, {head_dim}],{block!r}>",
-                "v_desc": f"tensordesc<bf16[1, 1, {keys}, {head_dim}],{block!r}>",
-                "o_desc": f"tensordesc<bf16[1, 1, {rows}, {head_dim}],{tile!r}>",
-                "lse_ptr": "*fp32", "qk_scale": "fp32", "H": "i32", "GROUP": "i32", "L": "i32", "S": "i32",
-                "STAGES": "constexpr", "CAUSAL": "constexpr", "CONSUMER_REGS": "constexpr",
-                "LOADER_REGS": "constexpr",
-            }
-            values = {"STAGES": stages, "CAUSAL": causal, "CONSUMER_REGS": A.CONSUMER_REGISTERS,
-                      "LOADER_REGS": A.LOADER_REGISTERS}
-            names = list(signature)
-            source = GluonASTSource(A.attention_kernel, signature,
-                                    {(names.index(k),): v for k, v in values.items()})
-            kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                                    options={"num_warps": 4, "maxnreg": A.MAX_REGISTERS})
-            ptx = kernel.asm["ptx"]
-            out[f"{head_dim}-{causal}-{stages}"] = {
-                "shared": kernel.metadata.shared,
-                "wgmma": "wgmma.mma_async" in ptx,
-                "bulk_copies": "cp.async.bulk.tensor" in ptx,
-                "setmaxnreg": "setmaxnreg" in ptx,
-                "overlapped_waits": ptx.count("wgmma.wait_group.sync.aligned 1"),
-            }
+for record in records:
+    assert record.kernel == "attention_forward (variant)" and record.op == "scaled_dot_product_attention"
+    out[record.config] = {"status": record.status, "message": record.message, "shared": record.shared,
+                          "registers": record.registers, "spills": record.spills}
+# the PTX of one compile, read back from Triton's cache
+import triton
+kernel = triton.compile(sources["head dim 128, causal, 2 stages"], target=triton.backends.compiler.GPUTarget("cuda", 90, 32),
+                        options={"num_warps": 4, "maxnreg": A.MAX_REGISTERS})
+ptx = kernel.asm["ptx"]
+out["ptx"] = {"wgmma": "wgmma.mma_async" in ptx, "bulk_copies": "cp.async.bulk.tensor" in ptx,
+              "setmaxnreg": "setmaxnreg" in ptx, "overlapped_waits": ptx.count("wgmma.wait_group.sync.aligned 1")}
+out["none_for"] = [len(A.compiles(TritonTarget("cuda", 80, 32))), len(A.compiles(TritonTarget("hip", "gfx942", 64)))]
 json.dump(out, sys.stdout)
 """
 
@@ -94,12 +82,21 @@ def compiled() -> dict[str, Any]:
 @pytest.mark.parametrize("head_dim", attention_sm90.HEAD_DIMS)
 def test_compiles_for_sm90_within_the_chip(compiled: dict[str, Any], head_dim: int, causal: bool,
                                            stages: int) -> None:
-    kernel = compiled[f"{head_dim}-{causal}-{stages}"]
-    assert kernel["shared"] <= SM90_SHARED_MEMORY
+    # as the compile tier compiles it (the backend lists the compiles; the core compiles
+    # them and reads ptxas' report)
+    record = compiled[f"head dim {head_dim}, {'causal' if causal else 'full'}, {stages} stages"]
+    assert record["status"] == "ok", record["message"]
+    assert record["shared"] <= SM90_SHARED_MEMORY
+    assert record["registers"] <= attention_sm90.MAX_REGISTERS and record["spills"] == 0
+
+
+def test_compiled_kernel_is_the_warp_specialized_pipeline(compiled: dict[str, Any]) -> None:
+    ptx = compiled["ptx"]
     # asynchronous tensor-core products, bulk tensor copies, and the register rebalance of
     # the warp-specialized roles
-    assert kernel["wgmma"] and kernel["bulk_copies"] and kernel["setmaxnreg"]
-    assert kernel["overlapped_waits"] >= 2  # the scores overlap the previous P V
+    assert ptx["wgmma"] and ptx["bulk_copies"] and ptx["setmaxnreg"]
+    assert ptx["overlapped_waits"] >= 2  # the scores overlap the previous P V
+    assert compiled["none_for"] == [0, 0]  # nothing listed for sm_80 or AMD
 
 
 def test_describable_needs_contiguous_rows_and_16_byte_alignment() -> None:

@@ -54,6 +54,13 @@ def test_every_kernel_and_tuned_config_compiles_for_the_vendors_targets(backend,
     pytest.importorskip(f"gems_backend_{backend}")
     records = check_backend(backend, dedupe="kernel")
     _assert_all_compile(records, targets, VENDOR_KERNELS)
+    # the backend's own kernels (kernel variants) are compiled for the targets they serve
+    variants = [r for r in records if r.kernel.endswith("(variant)")]
+    if backend == "nvidia":
+        assert {(r.kernel, r.target) for r in variants} == {("attention_forward (variant)", "cuda:90")}
+        assert len(variants) == 8 and all(r.status == OK and r.registers for r in variants)
+    else:
+        assert not variants
 
 
 REJECTING = FakePlugin(

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 import triton
 
-from gems_core import compat
+from gems_core import VariantCompile, compat
 
 try:  # Gluon and its Hopper module: Triton 3.5 and later
     from triton.experimental import gluon
@@ -270,6 +270,37 @@ def _is_hopper(index: int) -> bool:
 def _layout(dtype: torch.dtype, rows: int, head_dim: int) -> Any:
     gdtype = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
     return gl.NVMMASharedLayout.get_default_for([1, 1, rows, head_dim], gdtype)
+
+
+def compiles(target: Any) -> list[VariantCompile]:
+    """The compiles the kernel needs for ``target`` (each head dim, causal or not, each ring
+    depth; bf16, which compiles as fp16 does): for sm_90 only."""
+    if gluon is None or target.backend != "cuda" or target.arch != 90:
+        return []
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    found = []
+    for head_dim in HEAD_DIMS:
+        tile = repr(_layout(torch.bfloat16, QUERY_ROWS, head_dim))
+        block = repr(_layout(torch.bfloat16, BLOCK_N, head_dim))
+        signature = {
+            "q_desc": f"tensordesc<bf16[1, 1, {QUERY_ROWS}, {head_dim}],{tile}>",
+            "k_desc": f"tensordesc<bf16[1, 1, {BLOCK_N}, {head_dim}],{block}>",
+            "v_desc": f"tensordesc<bf16[1, 1, {BLOCK_N}, {head_dim}],{block}>",
+            "o_desc": f"tensordesc<bf16[1, 1, {QUERY_ROWS}, {head_dim}],{tile}>",
+            "lse_ptr": "*fp32", "qk_scale": "fp32", "H": "i32", "GROUP": "i32", "L": "i32", "S": "i32",
+            "STAGES": "constexpr", "CAUSAL": "constexpr", "CONSUMER_REGS": "constexpr", "LOADER_REGS": "constexpr",
+        }
+        names = list(signature)
+        for causal in (True, False):
+            for stages in (2, 3):
+                values = {"STAGES": stages, "CAUSAL": causal, "CONSUMER_REGS": CONSUMER_REGISTERS,
+                          "LOADER_REGS": LOADER_REGISTERS}
+                source = GluonASTSource(attention_kernel, signature,
+                                        {(names.index(k),): v for k, v in values.items()})
+                config = f"head dim {head_dim}, {'causal' if causal else 'full'}, {stages} stages"
+                found.append(VariantCompile(config, source, {"num_warps": 4, "maxnreg": MAX_REGISTERS}))
+    return found
 
 
 def _describable(t: torch.Tensor) -> bool:

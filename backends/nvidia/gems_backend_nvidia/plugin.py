@@ -37,4 +37,5 @@ def gems_kernel_variants(arch: str) -> Sequence[KernelVariant]:
         "attention_forward", attention_sm90.attention_forward,
         reason="warp-specialized Gluon kernel (a loading warp, two consumer warp groups): the portable "
                "kernel cannot overlap softmax and products on Hopper",
+        compiles=attention_sm90.compiles,
     )]
