@@ -224,13 +224,13 @@ def _variant_records(rt: Any, target: TritonTarget, limits: Limits,
     from .variants import POINT_OPS
 
     records = []
-    for point, compiles in sorted(rt.policy.variant_compiles.items()):
+    for point, entry in sorted(rt.policy.variants.items()):
         op = POINT_OPS.get(point, "")
-        if ops and op not in ops:
+        if entry.compiles is None or (ops and op not in ops):
             continue
         name = f"{point} (variant)"
         try:
-            wanted = list(compiles(target))
+            wanted = list(entry.compiles(target))
         except Exception as exc:  # noqa: BLE001 - the backend's listing failed: a record, not a crash
             records.append(CompileRecord(kernel=name, config="-", target=_target_text(target), status=HOST_ERROR,
                                          message=f"listing its compiles failed: {type(exc).__name__}: {exc}"))

@@ -100,8 +100,6 @@ def _policy_section(rt: Any, tunables: Mapping[str, Any]) -> dict[str, Any]:
     # the policy keeps each override's function only; its reason is asked for again
     overrides = rt.selection.backend.call("gems_kernel_overrides") or ()
     reasons = {o.op: o.reason for o in overrides}
-    variant_reasons = {v.point: v.reason for v in rt.selection.backend.call("gems_kernel_variants",
-                                                                             arch=rt.selection.arch) or ()}
     configs = {}
     for name in sorted(set(tunables) | set(policy.configs)):
         tunable = tunables.get(name)
@@ -134,10 +132,10 @@ def _policy_section(rt: Any, tunables: Mapping[str, Any]) -> dict[str, Any]:
         "variants": [
             {
                 "point": point,
-                "fn": f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}",
-                "reason": variant_reasons.get(point, ""),
+                "fn": f"{getattr(v.fn, '__module__', '?')}.{getattr(v.fn, '__qualname__', repr(v.fn))}",
+                "reason": v.reason,
             }
-            for point, fn in sorted(policy.variants.items())
+            for point, v in sorted(policy.variants.items())
         ],
         "runtime_fallbacks": dict(sorted(rt.runtime_fallbacks.items())),
     }

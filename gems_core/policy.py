@@ -31,10 +31,8 @@ class Policy:
     dropped_options: tuple[str, ...] = ()
     deviations: tuple[Deviation, ...] = ()
     overrides: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
-    #: variant point (gems_core.variants.POINTS) -> the backend's kernel there
-    variants: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
-    #: variant point -> the compiles its kernel needs for a target (for the compile tier)
-    variant_compiles: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    #: variant point (gems_core.variants.POINTS) -> the backend's entry there
+    variants: Mapping[str, KernelVariant] = field(default_factory=dict)
 
     def gate_for(self, overload: str) -> frozenset[str] | None:
         """Dtype names that send ``overload`` to ATen (empty = always); None = never."""
@@ -106,15 +104,14 @@ def build_policy(selection: Selection) -> Policy:
         if not isinstance(override, KernelOverride):
             raise TypeError(f"gems_kernel_overrides entries must be KernelOverride, got {override!r}")
         overrides[override.op] = override.fn
-    variants: dict[str, Callable[..., Any]] = {}
-    variant_compiles: dict[str, Callable[..., Any]] = {}
+    from .variants import POINTS  # it imports the runtime, which imports this module
+
+    variants: dict[str, KernelVariant] = {}
     offered = () if os.environ.get("GEMS_KERNEL_VARIANTS", "1") in ("0", "off") else (
         backend.call("gems_kernel_variants", arch=arch) or ())
     for entry in offered:
         if not isinstance(entry, KernelVariant):
             raise TypeError(f"gems_kernel_variants entries must be KernelVariant, got {entry!r}")
-        from .variants import POINTS
-
         if entry.point not in POINTS:
             raise ValueError(f"gems_kernel_variants: {entry.point!r} is not a variant point of this gems-core "
                              f"(points: {', '.join(sorted(POINTS))})")
@@ -122,9 +119,7 @@ def build_policy(selection: Selection) -> Policy:
             raise TypeError(f"gems_kernel_variants: the {entry.point!r} variant's fn is not callable: {entry.fn!r}")
         if entry.point in variants:
             raise ValueError(f"gems_kernel_variants: two variants for {entry.point!r}")
-        variants[entry.point] = entry.fn
-        if entry.compiles is not None:
-            variant_compiles[entry.point] = entry.compiles
+        variants[entry.point] = entry
     kept_configs: dict[str, tuple[KernelConfig, ...]] = {}
     for name, cfgs in configs.items():
         kept_configs[name] = tuple(_accepted_config(name, c, accepted, dropped) for c in cfgs)
@@ -138,5 +133,4 @@ def build_policy(selection: Selection) -> Policy:
         deviations=tuple(backend.call("gems_known_deviations") or ()),
         overrides=overrides,
         variants=variants,
-        variant_compiles=variant_compiles,
     )

@@ -44,7 +44,8 @@ def variant(point: str) -> Callable[..., bool] | None:
     """The selected backend's variant at ``point``, or None."""
     if point in _turned_off:
         return None
-    return runtime.current().policy.variants.get(point)
+    entry = runtime.current().policy.variants.get(point)
+    return entry.fn if entry is not None else None
 
 
 def offer(point: str, *args: Any) -> bool:

@@ -41,14 +41,15 @@ on_hopper = pytest.mark.skipif(not _hopper_selected(), reason="needs an H100/H20
 _COMPILE = """
 import json, sys
 from types import SimpleNamespace
-from gems_core import TritonTarget
+from gems_core import KernelVariant, TritonTarget
 from gems_core.compile_check import _variant_records
 from gems_backend_nvidia import attention_sm90 as A
 
 target = TritonTarget("cuda", 90, 32)
 limits = SimpleNamespace(shared_memory_per_block=227 * 1024, max_threads_per_block=1024, max_warps=32,
                          max_block_elements=0)
-runtime = SimpleNamespace(policy=SimpleNamespace(variant_compiles={"attention_forward": A.compiles}))
+entry = KernelVariant("attention_forward", A.attention_forward, compiles=A.compiles)
+runtime = SimpleNamespace(policy=SimpleNamespace(variants={"attention_forward": entry}))
 records = _variant_records(runtime, target, limits, None)
 sources = {item.config: item.source for item in A.compiles(target)}
 out = {}

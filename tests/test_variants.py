@@ -74,7 +74,7 @@ def _install(monkeypatch: pytest.MonkeyPatch, fn: Any) -> None:
     """``fn`` as the running backend's ``attention_forward`` variant, with no point turned off;
     both undone after the test."""
     rt = runtime.current()
-    monkeypatch.setattr(rt, "policy", dataclasses.replace(rt.policy, variants={POINT: fn}))
+    monkeypatch.setattr(rt, "policy", dataclasses.replace(rt.policy, variants={POINT: KernelVariant(POINT, fn)}))
     monkeypatch.setattr(variants, "_turned_off", set())
 
 

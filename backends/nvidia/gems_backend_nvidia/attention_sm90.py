@@ -350,27 +350,28 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: to
             _descriptor(out, QUERY_ROWS), lse, qk_scale, heads, heads // kv_heads, length, keys,
             stages, bool(causal), CONSUMER_REGISTERS, LOADER_REGISTERS)
     index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    key = (index, q.dtype, q.shape[-1], stages, bool(causal))
     if index == torch.cuda.current_device():
-        _launch(grid, args, index)
+        _launch(grid, args, key)
     else:  # kernels launch on the current device
         with torch.cuda.device(index):
-            _launch(grid, args, index)
+            _launch(grid, args, key)
     return True
 
 
-def _launch(grid: tuple[int, int], args: tuple[Any, ...], index: int) -> None:
-    launch = _compiled.get((index, args[0].base.dtype, args[0].block_shape[-1], args[10], args[11]))
+def _launch(grid: tuple[int, int], args: tuple[Any, ...], key: tuple[Any, ...]) -> None:
+    launch = _compiled.get(key)
     if launch is not None:
-        launch(grid, compat.current_stream(index), args)
+        launch(grid, compat.current_stream(key[0]), args)
     else:
-        _first_launch(grid, args, index)
+        _first_launch(grid, args, key)
 
 
 #: (device, dtype, head dim, stages, causal) -> a launch of the compiled kernel
 _compiled: dict[tuple[Any, ...], Any] = {}
 
 
-def _first_launch(grid: tuple[int, int], args: tuple[Any, ...], index: int) -> None:
+def _first_launch(grid: tuple[int, int], args: tuple[Any, ...], key: tuple[Any, ...]) -> None:
     """Launch through Triton (compiling on a miss) and keep the compiled kernel: later calls
     of the signature go to its launcher directly, without Triton's per-call argument
     specialization (nothing is specialized but the constexprs: see the kernel's decorator)."""
@@ -379,7 +380,6 @@ def _first_launch(grid: tuple[int, int], args: tuple[Any, ...], index: int) -> N
     packed = getattr(kernel, "packed_metadata", None)
     if run is None or function is None or packed is None:
         return  # a Triton whose launch returns no compiled kernel: every call goes through it
-    key = (index, args[0].base.dtype, args[0].block_shape[-1], args[10], args[11])  # stages, causal
 
     def launch(grid: tuple[int, int], stream: int, args: tuple[Any, ...]) -> None:
         run(grid[0], grid[1], 1, stream, function, packed, None, None, None, *args)
