@@ -238,10 +238,11 @@ def generate(model: CachedLlama, prompt: torch.Tensor, steps: torch.Tensor, cloc
 
 
 def triton_kernel_names() -> set[str]:
-    """Names of the Triton kernels gems defines (the CUDA symbol is the function's name)."""
+    """Names of the Triton and Gluon kernels gems and its backends define (the CUDA symbol is
+    the function's name)."""
     names = {"pointwise_kernel"}  # codegen's generated kernels
     for module_name, module in list(sys.modules.items()):
-        if not module_name.startswith("gems_core") or module is None:
+        if not module_name.startswith(("gems_core", "gems_backend_")) or module is None:
             continue
         for value in list(vars(module).values()):
             fn = getattr(value, "fn", None)

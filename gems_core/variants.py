@@ -13,10 +13,12 @@ call it failed goes to the portable kernel.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from . import runtime
+from .launch_cache import recording
 
 #: point name -> the signature and contract a variant at that point follows
 POINTS: dict[str, str] = {
@@ -32,10 +34,23 @@ POINTS: dict[str, str] = {
         "float32 tensor (the backward reads it). Return False, having written nothing, to "
         "leave the call to the portable kernel."
     ),
+    "mm": (
+        "fn(a, b, out, bias, alpha, beta) -> bool: a matrix product from mm and addmm (and the "
+        "products built on them: linear, matmul) that the core would run on its tiled or "
+        "tensor-descriptor kernel (more than one row and column, and more than 64 rows unless "
+        "fp64). a is (M, K), "
+        "b is (K, N), out is (M, N), preallocated, not overlapping a or b; any strides, all on "
+        "the backend's device in one floating dtype, M, N > 0 (K may be 0). Write "
+        "alpha * (a @ b) + beta * bias into out, accumulating in at least fp32; bias is None "
+        "(mm, or addmm with beta == 0: then nothing of the input is read) or addmm's input "
+        "expanded to (M, N) (stride-0 broadcast dims), which may be out itself. alpha and beta "
+        "are Python numbers. Return False, having written nothing, to leave the call to the "
+        "core's kernels."
+    ),
 }
 
 #: point name -> the op whose kernel holds it (the compile tier's ``--ops`` selects by op)
-POINT_OPS: dict[str, str] = {"attention_forward": "scaled_dot_product_attention"}
+POINT_OPS: dict[str, str] = {"attention_forward": "scaled_dot_product_attention", "mm": "mm"}
 
 _turned_off: set[str] = set()
 
@@ -48,13 +63,29 @@ def variant(point: str) -> Callable[..., bool] | None:
     return entry.fn if entry is not None else None
 
 
+@contextmanager
+def suspended(*points: str) -> Iterator[None]:
+    """Inside the block the variants at ``points`` are not offered calls (the portable
+    kernels serve them): for comparing the two. Process-wide."""
+    added = [p for p in points if p not in _turned_off]
+    _turned_off.update(added)
+    try:
+        yield
+    finally:
+        _turned_off.difference_update(added)
+
+
 def offer(point: str, *args: Any) -> bool:
-    """Offer a call to the variant at ``point``: True when it served the call."""
+    """Offer a call to the variant at ``point``: True when it served the call. A served call
+    launched outside gems' launch cache, so the native layer does not record it."""
     fn = variant(point)
     if fn is None:
         return False
     try:
-        return bool(fn(*args))
+        served = bool(fn(*args))
+        if served:
+            recording.impure = True
+        return served
     except Exception as exc:  # noqa: BLE001 - any failure of a backend's kernel turns it off
         _turned_off.add(point)
         name = runtime.current().selection.descriptor.name

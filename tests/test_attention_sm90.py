@@ -7,11 +7,7 @@ and the gradients of the backward that reads its log-sum-exp."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -19,7 +15,8 @@ import torch
 import torch.nn.functional as F
 
 import gems_core
-from gems_core import runtime
+from kept_launches import LaunchSpy, on_hopper
+from sm90_compile import compile_records
 
 attention_sm90 = pytest.importorskip("gems_backend_nvidia.attention_sm90")
 
@@ -28,54 +25,12 @@ pytestmark = pytest.mark.skipif(not attention_sm90.available(), reason="this Tri
 SM90_SHARED_MEMORY = 227 * 1024
 
 
-def _hopper_selected() -> bool:
-    return (torch.cuda.is_available() and runtime.current().selection.descriptor.name == "nvidia"
-            and torch.cuda.get_device_capability() == (9, 0))
-
-
-on_hopper = pytest.mark.skipif(not _hopper_selected(), reason="needs an H100/H200 under the nvidia backend")
-
-
-#: compiled in a child process: a process that has run kernels in Triton's interpreter (the
-#: cpu backend's tests) keeps interpreted helpers that a compiled kernel cannot reference
-_COMPILE = """
-import json, sys
-from types import SimpleNamespace
-from gems_core import KernelVariant, TritonTarget
-from gems_core.compile_check import _variant_records
-from gems_backend_nvidia import attention_sm90 as A
-
-target = TritonTarget("cuda", 90, 32)
-limits = SimpleNamespace(shared_memory_per_block=227 * 1024, max_threads_per_block=1024, max_warps=32,
-                         max_block_elements=0)
-entry = KernelVariant("attention_forward", A.attention_forward, compiles=A.compiles)
-runtime = SimpleNamespace(policy=SimpleNamespace(variants={"attention_forward": entry}))
-records = _variant_records(runtime, target, limits, None)
-sources = {item.config: item.source for item in A.compiles(target)}
-out = {}
-for record in records:
-    assert record.kernel == "attention_forward (variant)" and record.op == "scaled_dot_product_attention"
-    out[record.config] = {"status": record.status, "message": record.message, "shared": record.shared,
-                          "registers": record.registers, "spills": record.spills}
-# the PTX of one compile, read back from Triton's cache
-import triton
-kernel = triton.compile(sources["head dim 128, causal, 2 stages"], target=triton.backends.compiler.GPUTarget("cuda", 90, 32),
-                        options={"num_warps": 4, "maxnreg": A.MAX_REGISTERS})
-ptx = kernel.asm["ptx"]
-out["ptx"] = {"wgmma": "wgmma.mma_async" in ptx, "bulk_copies": "cp.async.bulk.tensor" in ptx,
-              "setmaxnreg": "setmaxnreg" in ptx, "overlapped_waits": ptx.count("wgmma.wait_group.sync.aligned 1")}
-out["none_for"] = [len(A.compiles(TritonTarget("cuda", 80, 32))), len(A.compiles(TritonTarget("hip", "gfx942", 64)))]
-json.dump(out, sys.stdout)
-"""
 
 
 @pytest.fixture(scope="module")
 def compiled() -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", _COMPILE], env=env, capture_output=True, text=True, check=False,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    return compile_records("gems_backend_nvidia.attention_sm90", "attention_forward",
+                           "scaled_dot_product_attention", "head dim 128, causal, 2 stages")
 
 
 @pytest.mark.parametrize("stages", [2, 3])
@@ -119,29 +74,11 @@ def test_declines_what_it_does_not_serve_on_this_machine() -> None:
 # --- on a Hopper GPU --------------------------------------------------------------------------
 
 
-def _spy_launches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
-    """The grids the kernel is launched with (first launches through Triton and later ones
-    through the kept launcher alike), with the work bound lifted for these small shapes."""
-    grids: list[tuple[int, ...]] = []
-    kernel = attention_sm90.attention_kernel
-
-    class Spy:
-        def __getitem__(self, grid: tuple[int, ...]) -> Any:
-            grids.append(grid)
-            return kernel[grid]
-
-    class Kept(dict):  # the launchers _first_launch keeps, each recording its grids
-        def __setitem__(self, key: Any, launch: Any) -> None:
-            def recorded(grid: tuple[int, ...], *args: Any) -> None:
-                grids.append(grid)
-                launch(grid, *args)
-
-            super().__setitem__(key, recorded)
-
-    monkeypatch.setattr(attention_sm90, "attention_kernel", Spy())
-    monkeypatch.setattr(attention_sm90, "_compiled", Kept())
+def _spy_launches(monkeypatch: pytest.MonkeyPatch) -> LaunchSpy:
+    """The kernel's launches (first launches through Triton and later ones through the kept
+    launcher alike), with the work bound lifted for these small shapes."""
     monkeypatch.setattr(attention_sm90, "MIN_WORK", 0)
-    return grids
+    return LaunchSpy(monkeypatch, attention_sm90)
 
 
 #: name -> (B, H, HKV, L, S, D, causal, dtype, ATen's (B, L, H, D) memory, scale)
@@ -205,20 +142,20 @@ def _errors(args: list[torch.Tensor], kwargs: dict[str, Any], requires_grad: boo
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_matches_float64_aten_through_gems(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     b, h, hkv, lq, s, d, causal, dtype, blhd, scale = CASES[name]
-    grids = _spy_launches(monkeypatch)
+    spy = _spy_launches(monkeypatch)
     args = _make(b, h, hkv, lq, s, d, dtype, blhd)
     kwargs = {"is_causal": causal, "enable_gqa": h != hkv, "scale": scale}
     mine, aten = _errors(args, kwargs)
-    assert grids == [(math.ceil(lq / attention_sm90.BLOCK_M), b * h)]
+    assert spy.grids == [(math.ceil(lq / attention_sm90.BLOCK_M), b * h)]
     assert mine <= _bound(aten, dtype), (mine, aten)
 
 
 @on_hopper
 def test_repeat_calls_take_the_kept_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
-    grids = _spy_launches(monkeypatch)
+    spy = _spy_launches(monkeypatch)
     args = _make(2, 4, 2, 300, 300, 128, torch.bfloat16, True)
     results = [_errors(args, {"is_causal": True, "enable_gqa": True}) for _ in range(3)]
-    assert grids == [(3, 8)] * 3 and len(attention_sm90._compiled) == 1
+    assert spy.grids == [(3, 8)] * 3 and spy.through_triton == [(3, 8)] and spy.launcher.kept() == 1
     for mine, aten in results:
         assert mine <= _bound(aten, torch.bfloat16), results
 
@@ -237,20 +174,20 @@ def test_declines_calls_with_little_work() -> None:
 
 @on_hopper
 def test_gradients_from_its_log_sum_exp_match_float64_aten(monkeypatch: pytest.MonkeyPatch) -> None:
-    grids = _spy_launches(monkeypatch)
+    spy = _spy_launches(monkeypatch)
     args = _make(1, 4, 2, 190, 190, 128, torch.bfloat16, True)
     mine, aten = _errors(args, {"is_causal": True, "enable_gqa": True}, requires_grad=True)
-    assert len(grids) == 1
+    assert len(spy.grids) == 1
     for got, theirs in zip(mine, aten):
         assert got <= _bound(theirs, torch.bfloat16), (mine, aten)
 
 
 @on_hopper
 def test_inputs_it_cannot_describe_run_on_the_core_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    grids = _spy_launches(monkeypatch)
+    spy = _spy_launches(monkeypatch)
     q, k, v = _make(1, 2, 2, 100, 100, 64, torch.bfloat16, False)
     padded = torch.zeros(1, 2, 100, 68, dtype=torch.bfloat16, device="cuda")[..., :64]
     padded.copy_(q)  # rows of 136 bytes, not a multiple of 16: no tensor descriptor
     mine, aten = _errors([padded, k, v], {"is_causal": True})
-    assert grids == []
+    assert spy.grids == []
     assert mine <= _bound(aten, torch.bfloat16), (mine, aten)

@@ -52,13 +52,17 @@ def test_every_kernel_and_tuned_config_compiles_for_the_vendors_targets(backend,
     # Every op case drives its kernels in compile-only mode, and every config of every
     # tunable is tried: minutes of real compiles (ptxas, LLVM AMDGPU), no GPU needed.
     pytest.importorskip(f"gems_backend_{backend}")
+    from gems_backend_nvidia import gemm_sm90
+
     records = check_backend(backend, dedupe="kernel")
     _assert_all_compile(records, targets, VENDOR_KERNELS)
     # the backend's own kernels (kernel variants) are compiled for the targets they serve
     variants = [r for r in records if r.kernel.endswith("(variant)")]
     if backend == "nvidia":
-        assert {(r.kernel, r.target) for r in variants} == {("attention_forward (variant)", "cuda:90")}
-        assert len(variants) == 8 and all(r.status == OK and r.registers for r in variants)
+        assert {(r.kernel, r.target) for r in variants} == {("attention_forward (variant)", "cuda:90"),
+                                                             ("mm (variant)", "cuda:90")}
+        assert len(variants) == 8 + 2 * len(gemm_sm90.CONFIGS)
+        assert all(r.status == OK and r.registers for r in variants)
     else:
         assert not variants
 

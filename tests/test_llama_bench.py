@@ -101,6 +101,14 @@ def test_kernels_are_classified_by_name() -> None:
     known = bench.triton_kernel_names()
     assert {"_mm_kernel", "_mm_decode_kernel", "_gemv_kernel", "pointwise_kernel"} <= known
     assert bench.is_triton_kernel("_mm_decode_kernel", known)
+    # the NVIDIA backend's Gluon kernels count as gems' own
+    try:
+        from gems_backend_nvidia import attention_sm90, gemm_sm90
+    except ImportError:
+        pass
+    else:
+        if gemm_sm90.available():
+            assert {"gemm_kernel", "attention_kernel"} <= bench.triton_kernel_names()
     assert not bench.is_triton_kernel("nvjet_tst_64x8_64x16_4x1_v_bz_TNN", known)
     assert not bench.is_triton_kernel(
         "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", known
@@ -142,6 +150,7 @@ def test_kernel_categories_by_name_and_context() -> None:
     for name, expected in [
         ("_mm_kernel", "gemm"), ("_mm_decode_kernel", "gemm"), ("_mm_tma_kernel", "gemm"),
         ("_gemv_kernel", "gemm"), ("_split_k_reduce_kernel", "gemm"), ("_bmm_kernel", "gemm"),
+        ("gemm_kernel", "gemm"), ("attention_kernel", "attention"),
         ("_attention_forward_kernel", "attention"), ("_attention_decode_kernel", "attention"),
         ("_attention_decode_combine_kernel", "attention"), ("_softmax_kernel", "attention"),
         ("_norm_forward_kernel", "norm"), ("_skip_norm_forward_kernel", "norm"),

@@ -285,7 +285,7 @@ def test_emulated_backends_variant_is_offered_prefill_calls(tmp_path) -> None:
     [
         ('KernelVariant("attention_backward", attention_forward)',
          "ValueError: gems_kernel_variants: 'attention_backward' is not a variant point of this gems-core "
-         "(points: attention_forward)"),
+         "(points: attention_forward, mm)"),
         ('("attention_forward", attention_forward)',
          "TypeError: gems_kernel_variants entries must be KernelVariant, got ('attention_forward', <function "
          "attention_forward"),
@@ -302,8 +302,8 @@ def test_bad_variant_answer_is_a_clear_selection_error(entry: str, error: str, t
 
 @pytest.mark.parametrize(("arch", "offered"), [("sm_90", True), ("90", True), ("sm_80", False), ("sm_89", False),
                                                ("sm_100", False), ("sm_120", False)])
-def test_nvidia_offers_its_attention_kernel_on_hopper_only(arch: str, offered: bool) -> None:
-    from gems_backend_nvidia import attention_sm90, plugin
+def test_nvidia_offers_its_kernels_on_hopper_only(arch: str, offered: bool) -> None:
+    from gems_backend_nvidia import attention_sm90, gemm_sm90, plugin
 
     if offered and not attention_sm90.available():
         pytest.skip("the installed Triton has no Gluon Hopper module")
@@ -311,7 +311,8 @@ def test_nvidia_offers_its_attention_kernel_on_hopper_only(arch: str, offered: b
     if not offered:
         assert answer == []
         return
-    assert [(entry.point, entry.fn) for entry in answer] == [(POINT, attention_sm90.attention_forward)]
+    assert [(entry.point, entry.fn) for entry in answer] == [(POINT, attention_sm90.attention_forward),
+                                                             ("mm", gemm_sm90.mm)]
     assert all(isinstance(entry, KernelVariant) and entry.reason for entry in answer)
 
 

@@ -21,6 +21,10 @@ Four kernels, picked by shape (:func:`variant`):
   are ordered in groups of GROUP_M tile rows, so tiles running together share operand
   tiles in cache.
 
+Products that would take ``tma`` or ``general`` are first offered to the selected backend's
+``mm`` kernel variant (``gems_core.variants``), which serves the ones it accepts; the NVIDIA
+backend's is a warp-specialized Gluon kernel for Hopper.
+
 Every kernel takes any M, N, K (masked edges) and any strides (a transposed operand is read
 in place, never copied; ``tma`` takes only the layouts a descriptor describes, the others
 all the rest), accumulates in fp32 (fp64) and fuses alpha, beta and the
@@ -41,7 +45,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import plan_cache, runtime
+from .. import plan_cache, runtime, variants
 from ..contract import KernelConfig
 from ..launch_cache import KernelCompileError, LaunchCache
 from ..plan_cache import PlanCache
@@ -265,12 +269,15 @@ def _launch(
     beta: Any,
 ) -> bool:
     """out = alpha * (a @ b) + beta * bias (bias already expanded to out's shape), by the
-    kernel :func:`variant` picks. False when the launches bypassed the launch caches (the
-    TMA variant), so a recording of them cannot replay the call."""
+    selected backend's ``mm`` kernel variant where it serves the product, else by the
+    kernel :func:`variant` picks. False when the launches bypassed the launch caches (a
+    backend's variant, the TMA kernel), so a recording of them cannot replay the call."""
     (M, K), N = a.shape, b.shape[1]
     if M == 0 or N == 0:
         return True
     kind = variant(M, N, K, a.dtype, a, b)
+    if kind in ("tma", "general") and variants.offer("mm", a, b, out, bias, alpha, beta):
+        return False
     if kind == "tma":
         try:
             launch_tma(a, b, out, bias, alpha, beta)

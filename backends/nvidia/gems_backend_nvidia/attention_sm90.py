@@ -38,7 +38,9 @@ from typing import Any
 import torch
 import triton
 
-from gems_core import VariantCompile, compat
+from gems_core import VariantCompile
+
+from .launcher import KeptLauncher
 
 try:  # Gluon and its Hopper module: Triton 3.5 and later
     from triton.experimental import gluon
@@ -203,7 +205,7 @@ if gluon is not None:
             _tma_load(v_desc, [b, hk, j * BLOCK, 0], v_ready.index(slot),
                       v_smem.index(slot).reshape([1, 1, BLOCK, HEAD_D]))
 
-    # the integer arguments are never specialized (a kernel per signature: see _launch)
+    # the integer arguments are never specialized (a kernel per signature: see launcher.py)
     @gluon.jit(do_not_specialize=["H", "GROUP", "L", "S"], do_not_specialize_on_alignment=["lse_ptr"])
     def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, H, GROUP, L, S,
                          STAGES: gl.constexpr, CAUSAL: gl.constexpr, CONSUMER_REGS: gl.constexpr,
@@ -350,38 +352,10 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: to
             _descriptor(out, QUERY_ROWS), lse, qk_scale, heads, heads // kv_heads, length, keys,
             stages, bool(causal), CONSUMER_REGISTERS, LOADER_REGISTERS)
     index = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    key = (index, q.dtype, q.shape[-1], stages, bool(causal))
-    if index == torch.cuda.current_device():
-        _launch(grid, args, key)
-    else:  # kernels launch on the current device
-        with torch.cuda.device(index):
-            _launch(grid, args, key)
+    _launcher(grid, args, (q.dtype, q.shape[-1], stages, bool(causal)), index)
     return True
 
 
-def _launch(grid: tuple[int, int], args: tuple[Any, ...], key: tuple[Any, ...]) -> None:
-    launch = _compiled.get(key)
-    if launch is not None:
-        launch(grid, compat.current_stream(key[0]), args)
-    else:
-        _first_launch(grid, args, key)
-
-
-#: (device, dtype, head dim, stages, causal) -> a launch of the compiled kernel
-_compiled: dict[tuple[Any, ...], Any] = {}
-
-
-def _first_launch(grid: tuple[int, int], args: tuple[Any, ...], key: tuple[Any, ...]) -> None:
-    """Launch through Triton (compiling on a miss) and keep the compiled kernel: later calls
-    of the signature go to its launcher directly, without Triton's per-call argument
-    specialization (nothing is specialized but the constexprs: see the kernel's decorator)."""
-    kernel = attention_kernel[grid](*args, num_warps=4, maxnreg=MAX_REGISTERS)
-    run, function = getattr(kernel, "run", None), getattr(kernel, "function", None)
-    packed = getattr(kernel, "packed_metadata", None)
-    if run is None or function is None or packed is None:
-        return  # a Triton whose launch returns no compiled kernel: every call goes through it
-
-    def launch(grid: tuple[int, int], stream: int, args: tuple[Any, ...]) -> None:
-        run(grid[0], grid[1], 1, stream, function, packed, None, None, None, *args)
-
-    _compiled[key] = launch
+#: launches through the compiled kernel after a signature's first (nothing is specialized
+#: but the constexprs: see the kernel's decorator)
+_launcher = KeptLauncher(attention_kernel if gluon is not None else None, num_warps=4, maxnreg=MAX_REGISTERS)

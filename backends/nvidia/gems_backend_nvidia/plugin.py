@@ -29,13 +29,21 @@ def gems_tuned_configs(arch: str) -> Mapping[str, Sequence[KernelConfig]]:
 def gems_kernel_variants(arch: str) -> Sequence[KernelVariant]:
     if device.arch_key(arch) != "sm_90":
         return []
-    from . import attention_sm90  # Gluon is imported only for the chip it serves
+    from . import attention_sm90, gemm_sm90  # Gluon is imported only for the chip it serves
 
     if not attention_sm90.available():
         return []
-    return [KernelVariant(
-        "attention_forward", attention_sm90.attention_forward,
-        reason="warp-specialized Gluon kernel (a loading warp, two consumer warp groups): the portable "
-               "kernel cannot overlap softmax and products on Hopper",
-        compiles=attention_sm90.compiles,
-    )]
+    return [
+        KernelVariant(
+            "attention_forward", attention_sm90.attention_forward,
+            reason="warp-specialized Gluon kernel (a loading warp, two consumer warp groups): the portable "
+                   "kernel cannot overlap softmax and products on Hopper",
+            compiles=attention_sm90.compiles,
+        ),
+        KernelVariant(
+            "mm", gemm_sm90.mm,
+            reason="warp-specialized persistent Gluon GEMM (a loading warp, two consumer warp groups) for "
+                   "large 16-bit products: the core's Triton main loops stay a few per cent behind cuBLAS",
+            compiles=gemm_sm90.compiles,
+        ),
+    ]

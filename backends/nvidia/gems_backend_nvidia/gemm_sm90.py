@@ -1,0 +1,338 @@
+"""Matrix products for Hopper (sm_90): the NVIDIA backend's ``mm`` variant.
+
+The core's products (tiled, and persistent over tensor descriptors) leave the schedule of
+their main loop to Triton's pipeliner, which on Hopper keeps one group of warps issuing both
+the copies and the tensor-core products; at 8192^3 that stays a few per cent behind cuBLAS.
+This kernel is written in Gluon, so that it lays out the warps itself (warp specialization):
+
+* one loading warp walks the program's result tiles and their K steps, issuing the
+  tensor-memory-accelerator (TMA) copies of each step's A and B blocks into a ring of
+  ``STAGES`` slots, each signalled by an mbarrier once its bytes have landed;
+* two consumer warp groups each own 64 rows of the program's BLOCK_M = 128 rows: per K
+  step an asynchronous wgmma of their A block with the shared B block, keeping one product
+  in flight, and releasing a slot (an mbarrier both groups arrive on) as soon as the
+  product that read it has retired. At the end of a tile each group scales its fp32
+  accumulator by alpha, rounds it to the output dtype, stages it in shared memory and
+  writes it with a bulk copy, while the loading warp already fills the ring for its next
+  tile.
+
+Persistent: ``min(tiles, SMs)`` programs walk the result tiles ``pid, pid + grid, ...`` in
+grouped order (GROUP_M tile rows swept column by column, so tiles in flight together share
+operand blocks in L2). Registers are rebalanced between the roles (``setmaxnreg``).
+
+Served: 16-bit A (M, K) row-major and B (K, N) row- or column-major (a linear layer's weight
+``W.t()`` is column-major: it is read as W's rows, and the wgmma takes the block
+transposed), out (M, N) row-major, all 16-byte aligned with strides in 16-byte multiples;
+no bias (addmm with ``beta != 0`` runs on the core's kernels); products of at least
+``MIN_WORK`` multiply-adds (smaller ones are host-bound, where the core's replayed launches
+cost less). Edges need no masks: copies past M, N or K read zeros and the bulk store clips.
+Everything else is declined and runs on the core's kernels.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import triton
+
+from gems_core import VariantCompile
+
+from .launcher import KeptLauncher
+
+try:  # Gluon and its Hopper module: Triton 3.5 and later
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except ImportError:  # pragma: no cover - an older Triton: the variant is not offered
+    gluon = None
+
+#: rows of the result a consumer warp group owns; a program's tile has two groups' rows
+GROUP_ROWS = 64
+BLOCK_M = 2 * GROUP_ROWS
+#: registers a thread: the kernel's budget at launch (9 warps resident), the consumers'
+#: and the loading warp's after the rebalance
+MAX_REGISTERS = 168
+CONSUMER_REGISTERS = 232
+LOADER_REGISTERS = 40
+#: tile rows swept together (L2 reuse of B's blocks)
+GROUP_M = 8
+#: multiply-adds (M * N * K) below which the variant declines: a 1024 x 4096 x 4096 product
+#: (1.7e10) takes ~50 us on an H100, where the host path of a call (three descriptors and
+#: their encoding) is no longer hidden by the core's replayed launches
+MIN_WORK = 1 << 34
+DTYPES = (torch.float16, torch.bfloat16)
+
+
+@dataclass(frozen=True)
+class Config:
+    """A tile shape and ring depth. Shared memory: STAGES x (A and B blocks) + the staged
+    result tile (BLOCK_M x BLOCK_N)."""
+
+    block_n: int
+    block_k: int
+    stages: int
+
+    def shared_memory(self, element_size: int = 2) -> int:
+        ring = self.stages * (BLOCK_M * self.block_k + self.block_k * self.block_n)
+        return (ring + BLOCK_M * self.block_n) * element_size
+
+    def describe(self) -> str:
+        return f"{BLOCK_M}x{self.block_n}x{self.block_k}, {self.stages} stages"
+
+
+#: the configs, widest first; a product takes the one with the least tile-quantized work
+#: (see :func:`choose`)
+CONFIGS = (Config(256, 64, 3), Config(128, 64, 4))
+
+if gluon is not None:
+    ROWS = gl.constexpr(GROUP_ROWS)
+    # the copy entry points were renamed after Triton 3.6
+    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+    _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+
+    @gluon.jit
+    def _tile_origin(tile, tiles_m, tiles_n, BM: gl.constexpr, BN: gl.constexpr, GROUP: gl.constexpr):
+        """(row, column) of result tile ``tile`` in grouped order."""
+        group_size = GROUP * tiles_n
+        first_m = (tile // group_size) * GROUP
+        rows_in_group = gl.minimum(tiles_m - first_m, GROUP)
+        off_m = (first_m + (tile % group_size) % rows_in_group) * BM
+        off_n = ((tile % group_size) // rows_in_group) * BN
+        return off_m, off_n
+
+    @gluon.jit
+    def _consume(group: gl.constexpr, descs, bars, bufs, M, N, K, alpha, B_T: gl.constexpr,
+                 GROUP: gl.constexpr):
+        a_desc, b_desc, c_desc = descs
+        ready, empty = bars
+        a_smem, b_smem, c_smem = bufs
+        dtype: gl.constexpr = a_desc.dtype
+        BK: gl.constexpr = a_desc.block_type.shape[1]
+        BN: gl.constexpr = c_desc.block_type.shape[1]
+        STAGES: gl.constexpr = b_smem.type.shape[0]
+        acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                             instr_shape=[16, BN, 16])
+        tiles_m = gl.cdiv(M, 2 * ROWS)
+        tiles_n = gl.cdiv(N, BN)
+        k_steps = gl.cdiv(K, BK)
+        out_smem = c_smem.index(group)
+        step = 0
+        for tile in range(gl.program_id(0), tiles_m * tiles_n, gl.num_programs(0)):
+            off_m, off_n = _tile_origin(tile, tiles_m, tiles_n, 2 * ROWS, BN, GROUP)
+            acc = gl.zeros([ROWS, BN], gl.float32, acc_layout)
+            prev = 0
+            for kk in range(k_steps):
+                slot = step % STAGES
+                mbarrier.wait(ready.index(slot), (step // STAGES) & 1)
+                if B_T:
+                    b_op = b_smem.index(slot).permute((1, 0))
+                else:
+                    b_op = b_smem.index(slot)
+                acc = warpgroup_mma(a_smem.index(2 * slot + group), b_op, acc, is_async=True)
+                # one product in flight: the one before it has read its slot
+                acc = warpgroup_mma_wait(1, deps=(acc, ))
+                if kk > 0:
+                    mbarrier.arrive(empty.index(prev), count=1)
+                prev = slot
+                step += 1
+            acc = warpgroup_mma_wait(0, deps=(acc, ))
+            mbarrier.arrive(empty.index(prev), count=1)
+            result = (acc * alpha).to(dtype)
+            tma.store_wait(pendings=0)  # the previous tile's copy out has read the staging tile
+            out_smem.store(result)
+            fence_async_shared()
+            _tma_store(c_desc, [off_m + group * ROWS, off_n], out_smem)
+        tma.store_wait(pendings=0)
+
+    @gluon.jit
+    def _first_group(descs, bars, bufs, M, N, K, alpha, B_T: gl.constexpr, GROUP: gl.constexpr):
+        _consume(0, descs, bars, bufs, M, N, K, alpha, B_T, GROUP)
+
+    @gluon.jit
+    def _second_group(descs, bars, bufs, M, N, K, alpha, B_T: gl.constexpr, GROUP: gl.constexpr):
+        _consume(1, descs, bars, bufs, M, N, K, alpha, B_T, GROUP)
+
+    @gluon.jit
+    def _load(descs, bars, bufs, M, N, K, alpha, B_T: gl.constexpr, GROUP: gl.constexpr):
+        a_desc, b_desc, c_desc = descs
+        ready, empty = bars
+        a_smem, b_smem, c_smem = bufs
+        BK: gl.constexpr = a_desc.block_type.shape[1]
+        BN: gl.constexpr = c_desc.block_type.shape[1]
+        STAGES: gl.constexpr = b_smem.type.shape[0]
+        nbytes: gl.constexpr = 2 * a_desc.block_type.nbytes + b_desc.block_type.nbytes
+        tiles_m = gl.cdiv(M, 2 * ROWS)
+        tiles_n = gl.cdiv(N, BN)
+        k_steps = gl.cdiv(K, BK)
+        step = 0
+        for tile in range(gl.program_id(0), tiles_m * tiles_n, gl.num_programs(0)):
+            off_m, off_n = _tile_origin(tile, tiles_m, tiles_n, 2 * ROWS, BN, GROUP)
+            for kk in range(k_steps):
+                slot = step % STAGES
+                # a slot is free once both groups released it (mbarriers start as if the
+                # phase before the first had completed)
+                mbarrier.wait(empty.index(slot), ((step // STAGES) & 1) ^ 1)
+                bar = ready.index(slot)
+                mbarrier.expect(bar, nbytes)
+                off_k = kk * BK
+                _tma_load(a_desc, [off_m, off_k], bar, a_smem.index(2 * slot))
+                _tma_load(a_desc, [off_m + ROWS, off_k], bar, a_smem.index(2 * slot + 1))
+                if B_T:
+                    _tma_load(b_desc, [off_n, off_k], bar, b_smem.index(slot))
+                else:
+                    _tma_load(b_desc, [off_k, off_n], bar, b_smem.index(slot))
+                step += 1
+
+    # integer arguments are never specialized (a kernel per signature: see launcher.py)
+    @gluon.jit(do_not_specialize=["M", "N", "K"])
+    def gemm_kernel(a_desc, b_desc, c_desc, M, N, K, alpha, STAGES: gl.constexpr, B_T: gl.constexpr,
+                    GROUP: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
+        """Grid (programs,); 4 warps here (the first consumer group), 5 more in the
+        partitions. A's descriptor has (GROUP_ROWS, BK) blocks, B's (BK, BN), or (BN, BK)
+        over B^T when B_T, C's (GROUP_ROWS, BN)."""
+        dtype: gl.constexpr = a_desc.dtype
+        a_smem = gl.allocate_shared_memory(dtype, [2 * STAGES] + a_desc.block_type.shape, a_desc.layout)
+        b_smem = gl.allocate_shared_memory(dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+        c_smem = gl.allocate_shared_memory(dtype, [2] + c_desc.block_type.shape, c_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(STAGES):
+            mbarrier.init(ready.index(i), count=1)
+            mbarrier.init(empty.index(i), count=2)  # both consumer groups release a slot
+        descs = (a_desc, b_desc, c_desc)
+        bars = (ready, empty)
+        bufs = (a_smem, b_smem, c_smem)
+        gl.warp_specialize([
+            (_first_group, (descs, bars, bufs, M, N, K, alpha, B_T, GROUP)),
+            (_second_group, (descs, bars, bufs, M, N, K, alpha, B_T, GROUP)),
+            (_load, (descs, bars, bufs, M, N, K, alpha, B_T, GROUP)),
+        ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
+
+
+def available() -> bool:
+    """Whether the installed Triton has Gluon's Hopper module."""
+    return gluon is not None
+
+
+@functools.lru_cache(maxsize=None)
+def _is_hopper(index: int) -> bool:
+    return torch.cuda.get_device_capability(index) == (9, 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _units(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+@functools.lru_cache(maxsize=None)
+def _layout(dtype: torch.dtype, rows: int, cols: int) -> Any:
+    gdtype = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
+    return gl.NVMMASharedLayout.get_default_for([rows, cols], gdtype)
+
+
+def _blocks(config: Config, b_t: bool) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+    """The A, B and C descriptors' blocks."""
+    b_block = (config.block_n, config.block_k) if b_t else (config.block_k, config.block_n)
+    return (GROUP_ROWS, config.block_k), b_block, (GROUP_ROWS, config.block_n)
+
+
+def compiles(target: Any) -> list[VariantCompile]:
+    """The compiles the kernel needs for ``target`` (each config, B row- and column-major;
+    bf16, which compiles as fp16 does): for sm_90 only."""
+    if gluon is None or target.backend != "cuda" or target.arch != 90:
+        return []
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    found = []
+    for config in CONFIGS:
+        for b_t in (True, False):
+            a_block, b_block, c_block = _blocks(config, b_t)
+
+            def desc(block: tuple[int, int]) -> str:
+                return f"tensordesc<bf16[{block[0]}, {block[1]}],{_layout(torch.bfloat16, *block)!r}>"
+
+            signature = {
+                "a_desc": desc(a_block), "b_desc": desc(b_block), "c_desc": desc(c_block),
+                "M": "i32", "N": "i32", "K": "i32", "alpha": "fp32",
+                "STAGES": "constexpr", "B_T": "constexpr", "GROUP": "constexpr", "CONSUMER_REGS": "constexpr",
+                "LOADER_REGS": "constexpr",
+            }
+            names = list(signature)
+            values = {"STAGES": config.stages, "B_T": b_t, "GROUP": GROUP_M, "CONSUMER_REGS": CONSUMER_REGISTERS,
+                      "LOADER_REGS": LOADER_REGISTERS}
+            source = GluonASTSource(gemm_kernel, signature, {(names.index(k),): v for k, v in values.items()})
+            name = f"{config.describe()}, B {'column' if b_t else 'row'}-major"
+            found.append(VariantCompile(name, source, {"num_warps": 4, "maxnreg": MAX_REGISTERS}))
+    return found
+
+
+def _row_major(t: torch.Tensor) -> bool:
+    """Rows contiguous, 16-byte aligned and not overlapping (a descriptor describes t)."""
+    return (t.stride(1) == 1 and t.stride(0) >= t.shape[1] and t.stride(0) * t.element_size() % 16 == 0
+            and t.data_ptr() % 16 == 0)
+
+
+def choose(M: int, N: int, units: int) -> Config:
+    """The config with the least work once tiles are quantized to waves of ``units``
+    programs (ties to the wider tile, which reads fewer operand bytes a product)."""
+
+    def cost(config: Config) -> int:
+        tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, config.block_n)
+        return triton.cdiv(tiles, units) * BLOCK_M * config.block_n
+
+    return min(CONFIGS, key=cost)
+
+
+_launcher = KeptLauncher(gemm_kernel if gluon is not None else None, num_warps=4, maxnreg=MAX_REGISTERS)
+
+
+def mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, bias: torch.Tensor | None, alpha: Any,
+       beta: Any) -> bool:
+    """The ``mm`` variant point (``gems_core.variants.POINTS``)."""
+    if bias is not None or gluon is None or not a.is_cuda or a.dtype not in DTYPES:
+        return False
+    (M, K), N = a.shape, b.shape[1]
+    if K == 0 or M * N * K < MIN_WORK or isinstance(alpha, (torch.Tensor, complex)):
+        return False
+    if not (_row_major(a) and _row_major(out)):
+        return False
+    if _row_major(b):
+        b_t = False
+    elif _row_major(b.t()):
+        b_t = True
+    else:
+        return False
+    index = a.device.index if a.device.index is not None else torch.cuda.current_device()
+    if not _is_hopper(index):
+        return False
+    launch(a, b, out, alpha, choose(M, N, _units(index)), b_t, index)
+    return True
+
+
+def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, alpha: Any, config: Config, b_t: bool,
+           index: int) -> None:
+    """out = alpha * (a @ b) on ``config``, for operands :func:`mm` accepts (``b_t``: b is
+    column-major) on CUDA device ``index``."""
+    (M, K), N = a.shape, b.shape[1]
+    a_block, b_block, c_block = _blocks(config, b_t)
+    dtype = a.dtype
+    operand = b.t() if b_t else b
+    args = (
+        TensorDescriptor(a, [M, K], [a.stride(0), 1], list(a_block), _layout(dtype, *a_block)),
+        TensorDescriptor(operand, list(operand.shape), [operand.stride(0), 1], list(b_block),
+                         _layout(dtype, *b_block)),
+        TensorDescriptor(out, [M, N], [out.stride(0), 1], list(c_block), _layout(dtype, *c_block)),
+        M, N, K, float(alpha), config.stages, b_t, GROUP_M, CONSUMER_REGISTERS, LOADER_REGISTERS,
+    )
+    tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, config.block_n)
+    _launcher((min(tiles, _units(index)),), args, (dtype, config, b_t), index)

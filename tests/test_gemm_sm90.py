@@ -1,0 +1,223 @@
+"""The NVIDIA backend's Hopper GEMM (``gems_backend_nvidia.gemm_sm90``, the ``mm`` variant):
+its ahead-of-time compile for sm_90 (upstream Triton compiles for it on any machine), which
+products it takes and which config, and, on a Hopper GPU, its results through gems' mm,
+addmm, linear and matmul against float64 ATen: edges in M, N and K that cut through tiles,
+several tiles per persistent program, B row- and column-major, fp16 and bf16, alpha, out=,
+repeat calls through the kept launcher, and the products it must leave to the core."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import gems_core
+
+from kept_launches import LaunchSpy, on_hopper
+from sm90_compile import compile_records
+
+gemm_sm90 = pytest.importorskip("gems_backend_nvidia.gemm_sm90")
+
+pytestmark = pytest.mark.skipif(not gemm_sm90.available(), reason="this Triton has no Gluon Hopper module")
+
+SM90_SHARED_MEMORY = 227 * 1024
+
+
+@pytest.fixture(scope="module")
+def compiled() -> dict[str, Any]:
+    first = gemm_sm90.CONFIGS[0].describe() + ", B column-major"
+    return compile_records("gems_backend_nvidia.gemm_sm90", "mm", "mm", first)
+
+
+@pytest.mark.parametrize("b_t", [True, False], ids=["B column-major", "B row-major"])
+@pytest.mark.parametrize("config", gemm_sm90.CONFIGS, ids=lambda c: c.describe())
+def test_compiles_for_sm90_within_the_chip(compiled: dict[str, Any], config: Any, b_t: bool) -> None:
+    record = compiled[f"{config.describe()}, B {'column' if b_t else 'row'}-major"]
+    assert record["status"] == "ok", record["message"]
+    assert record["shared"] <= SM90_SHARED_MEMORY
+    assert record["shared"] >= config.shared_memory()  # the ring and the staged result tile
+    assert record["registers"] <= gemm_sm90.MAX_REGISTERS and record["spills"] == 0
+
+
+def test_compiled_kernel_is_the_warp_specialized_pipeline(compiled: dict[str, Any]) -> None:
+    ptx = compiled["ptx"]
+    assert ptx["wgmma"] and ptx["bulk_copies"] and ptx["setmaxnreg"]
+    assert ptx["overlapped_waits"] >= 1  # a product stays in flight while the next is issued
+    assert ptx["bulk_stores"] >= 1  # the result leaves through the tensor-memory accelerator
+    assert compiled["none_for"] == [0, 0]  # nothing listed for sm_80 or AMD
+
+
+def test_every_config_fits_the_chip() -> None:
+    for config in gemm_sm90.CONFIGS:
+        assert config.shared_memory() <= SM90_SHARED_MEMORY
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "expected"),
+    [
+        (8192, 8192, 256),  # 16 waves of wide tiles or 32 of narrow ones: a tie, to the wide tile
+        (1024, 6144, 128),  # 192 wide tiles take two waves of 132, 384 narrow ones three (less work)
+        (1024, 1024, 128),  # one wave either way: the narrow tile's program has half the work
+    ],
+)
+def test_choose_quantizes_tiles_to_waves(m: int, n: int, expected: int) -> None:
+    assert gemm_sm90.choose(m, n, 132).block_n == expected
+
+
+def _declines(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, bias: Any = None, alpha: Any = 1) -> bool:
+    return gemm_sm90.mm(a, b, out, bias, alpha, 0 if bias is None else 1) is False
+
+
+def test_declines_what_it_does_not_serve_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gemm_sm90, "MIN_WORK", 0)
+    a = torch.randn(256, 128, dtype=torch.bfloat16)
+    b = torch.randn(128, 256, dtype=torch.bfloat16)
+    assert _declines(a, b, torch.empty(256, 256, dtype=torch.bfloat16))  # CPU tensors
+
+
+def test_row_major_needs_contiguous_aligned_rows() -> None:
+    assert gemm_sm90._row_major(torch.empty(4, 64, dtype=torch.bfloat16))
+    assert gemm_sm90._row_major(torch.empty(64, 8, dtype=torch.bfloat16).t().t())
+    assert not gemm_sm90._row_major(torch.empty(64, 4, dtype=torch.bfloat16).t())  # column-major
+    assert not gemm_sm90._row_major(torch.empty(4, 68, dtype=torch.bfloat16)[:, :60])  # 136-byte rows
+    assert not gemm_sm90._row_major(torch.empty(1000, dtype=torch.bfloat16)[1:257].view(4, 64))  # 2-byte base
+    assert not gemm_sm90._row_major(torch.empty(1, 64, dtype=torch.bfloat16).expand(4, 64))  # rows overlap
+
+
+# ----- on the chip ---------------------------------------------------------------------------
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch) -> LaunchSpy:
+    """The kernel's launches, with the work bound lifted for these small shapes."""
+    monkeypatch.setattr(gemm_sm90, "MIN_WORK", 0)
+    from gems_core import plan_cache
+
+    plan_cache.clear_all()
+    return LaunchSpy(monkeypatch, gemm_sm90)
+
+
+def _operands(m: int, k: int, n: int, dtype: torch.dtype, b_t: bool, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed + m + 3 * n + 7 * k)
+    a = torch.randn(m, k, generator=g).to("cuda", dtype)
+    if b_t:  # a linear layer's weight (N, K), used as its transpose
+        b = torch.randn(n, k, generator=g).to("cuda", dtype).t()
+    else:
+        b = torch.randn(k, n, generator=g).to("cuda", dtype)
+    return a, b
+
+
+def _bound(aten: float, dtype: torch.dtype, k: int) -> float:
+    """gems' largest error allowed against float64: twice ATen's own, plus the rounding of a
+    result of size ~sqrt(K) to 16 bits (both round once; they may round to neighbours)."""
+    ulp = 2.0 ** -8 if dtype == torch.bfloat16 else 2.0 ** -11
+    return 2 * aten + 4 * ulp * k ** 0.5
+
+
+def _check(mine: torch.Tensor, low: torch.Tensor, ref: torch.Tensor, k: int) -> None:
+    err = (mine.double() - ref).abs().max().item()
+    aten = (low.double() - ref).abs().max().item()
+    assert err <= _bound(aten, mine.dtype, k), (err, aten)
+
+
+#: (M, K, N): edges that cut through tiles in every dim (K in 16-byte multiples, as a
+#: descriptor needs), a one-tile product, and more tiles than SMs (programs walk several)
+SHAPES = [(200, 264, 392), (128, 64, 256), (1000, 520, 1496), (2304, 256, 2560)]
+
+
+@on_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("b_t", [True, False], ids=["B column-major", "B row-major"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_mm_matches_float64_aten_through_gems(shape: tuple[int, int, int], b_t: bool, dtype: torch.dtype,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    m, k, n = shape
+    spy = _spy(monkeypatch)
+    a, b = _operands(m, k, n, dtype, b_t)
+    with gems_core.use_gems():
+        mine = torch.mm(a, b)
+    assert len(spy.grids) == 1
+    programs = spy.grids[0][0]
+    tiles = -(-m // gemm_sm90.BLOCK_M) * -(-n // gemm_sm90.choose(m, n, gemm_sm90._units(0)).block_n)
+    assert programs == min(tiles, gemm_sm90._units(0))
+    _check(mine, a @ b, a.double() @ b.double(), k)
+
+
+@on_hopper
+@pytest.mark.parametrize("config", gemm_sm90.CONFIGS, ids=lambda c: c.describe())
+def test_every_config_matches_float64_aten(config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _spy(monkeypatch)
+    m, k, n = 1000, 520, 1496
+    for b_t in (True, False):
+        a, b = _operands(m, k, n, torch.bfloat16, b_t, seed=1)
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemm_sm90.launch(a, b, out, 1.0, config, b_t, 0)
+        _check(out, a @ b, a.double() @ b.double(), k)
+
+
+@on_hopper
+def test_linear_addmm_alpha_and_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    spy = _spy(monkeypatch)
+    m, k, n = 300, 256, 520
+    a, w = _operands(m, k, n, torch.bfloat16, True, seed=2)
+    ref = a.double() @ w.double()
+    with gems_core.use_gems():
+        linear = F.linear(a, w.t())
+        scaled = torch.addmm(torch.randn(m, n, device="cuda", dtype=torch.bfloat16), a, w, beta=0, alpha=0.5)
+        out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+        torch.mm(a, w, out=out)
+        batched = torch.matmul(a.view(3, 100, k), w)
+    assert len(spy.grids) == 4
+    _check(linear, a @ w, ref, k)
+    _check(scaled, 0.5 * (a @ w), 0.5 * ref, k)
+    _check(out, a @ w, ref, k)
+    _check(batched.reshape(m, n), a @ w, ref, k)
+
+
+@on_hopper
+def test_repeat_calls_take_the_kept_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    spy = _spy(monkeypatch)
+    results = []
+    for seed in range(3):  # new operands each time: nothing of an earlier call is replayed
+        a, b = _operands(640, 256, 768, torch.bfloat16, True, seed=seed)
+        with gems_core.use_gems():
+            results.append((torch.mm(a, b), a @ b, a.double() @ b.double()))
+    assert len(spy.grids) == 3 and len(spy.through_triton) == 1 and spy.launcher.kept() == 1
+    for mine, low, ref in results:
+        _check(mine, low, ref, 256)
+
+
+@on_hopper
+def test_products_it_leaves_to_the_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    spy = _spy(monkeypatch)
+    a, b = _operands(256, 128, 256, torch.bfloat16, False)
+    padded = torch.zeros(256, 136, dtype=torch.bfloat16, device="cuda")[:, :128]
+    padded.copy_(a)
+    shifted = torch.empty(256 * 128 + 1, dtype=torch.bfloat16, device="cuda")[1:].view(256, 128)
+    shifted.copy_(a)
+    bias = torch.randn(256, dtype=torch.bfloat16, device="cuda")
+    ref = a.double() @ b.double()
+    with gems_core.use_gems():
+        results = [
+            (torch.mm(shifted, b), a @ b, ref),  # A's base not 16-byte aligned
+            (torch.mm(a.t().contiguous().t(), b), a @ b, ref),  # A column-major
+            (torch.addmm(bias, a, b), bias + a @ b, bias.double() + ref),  # a bias to add
+            (torch.mm(a[:64], b), a[:64] @ b, ref[:64]),  # decode rows
+        ]
+        served = torch.mm(padded, b)  # rows of 272 bytes, a 16-byte multiple: served
+    assert len(spy.grids) == 1
+    _check(served, a @ b, ref, 128)
+    for mine, low, expected in results:
+        _check(mine, low, expected, 128)
+
+
+def test_declines_unserved_inputs_on_the_chip_too() -> None:
+    """Inputs it declines before it looks at the device."""
+    a = torch.randn(256, 128, dtype=torch.float32)
+    assert _declines(a, a.t(), torch.empty(256, 256))  # fp32
+    h = a.to(torch.bfloat16)
+    out = torch.empty(256, 256, dtype=torch.bfloat16)
+    assert _declines(h, h.t(), out, bias=torch.empty(256, 256, dtype=torch.bfloat16))  # a bias
+    assert _declines(h, h.t(), out, alpha=torch.tensor(2.0))  # a tensor alpha
+    assert _declines(h[:, :0], h.t()[:0], out)  # K == 0
