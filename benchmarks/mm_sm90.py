@@ -2,7 +2,7 @@
 kernels, per config, on a Hopper GPU.
 
     python benchmarks/mm_sm90.py --json mm_sm90.json
-    python benchmarks/mm_sm90.py --shapes 8192x8192x8192 --configs 256x64x3,128x64x4
+    python benchmarks/mm_sm90.py --shapes 8192x8192x8192 --configs 128x256x64x3,128x128x64x5x16
 
 For each product (M x N x K, B row-major "nn" or a linear layer's column-major weight "nt"):
 ATen's time, gems' mm as dispatched (the variant's own config choice), gems' mm with the
@@ -14,6 +14,7 @@ products by up to 15 % between measurements), with the result checked against AT
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -35,8 +36,14 @@ SHAPES = ["8192x8192x8192/nn", "4096x4096x4096/nn", "2048x14336x4096/nn", "1024x
 def _config(text: str):  # type: ignore[no-untyped-def]
     from gems_backend_nvidia.gemm_sm90 import Config
 
-    block_n, block_k, stages = (int(v) for v in text.split("x"))
-    return Config(block_n, block_k, stages)
+    return Config(*(int(v) for v in text.split("x")))
+
+
+@contextlib.contextmanager
+def _core():  # type: ignore[no-untyped-def]
+    """gems with the backend's mm variant suspended: the core's tiled or TMA kernel."""
+    with gems_core.use_gems(), variants.suspended("mm"):
+        yield
 
 
 def main() -> None:
@@ -44,7 +51,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shapes", default=",".join(SHAPES), help="MxNxK/nn or /nt, comma-separated")
-    parser.add_argument("--configs", default="", help="BNxBKxSTAGES, comma-separated (default: the variant's)")
+    parser.add_argument("--configs", default="", help="BMxBNxBKxSTAGES[xGROUP_M], comma-separated (default: the variant's)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
@@ -64,27 +71,28 @@ def main() -> None:
         ref = torch.mm(a, b)
         out = torch.empty_like(ref)
 
-        def gems_mm() -> torch.Tensor:
-            with gems_core.use_gems():
-                return torch.mm(a, b)
-
-        def core_mm() -> torch.Tensor:
-            with gems_core.use_gems(), variants.suspended("mm"):
-                return torch.mm(a, b)
-
-        providers = {"aten": lambda: torch.mm(a, b), "gems": gems_mm, "core": core_mm}
+        device_index = torch.cuda.current_device()
+        # name -> (the context it runs in, entered outside the timing; the call)
+        providers = {
+            "aten": (contextlib.nullcontext, lambda: torch.mm(a, b)),
+            "gems": (gems_core.use_gems, lambda: torch.mm(a, b)),
+            "core": (_core, lambda: torch.mm(a, b)),
+        }
         for config in configs:
-            providers[config.describe()] = (
-                lambda config=config: gemm_sm90.launch(a, b, out, 1.0, config, b_t, torch.cuda.current_device()))
+            providers[config.describe()] = (contextlib.nullcontext, lambda config=config: gemm_sm90.launch(
+                a, b, out, 1.0, config, b_t, device_index))
         errors = {}
-        for name, fn in providers.items():
-            got = fn()
+        for name, (context, fn) in providers.items():
+            out.fill_(float("nan"))
+            with context():
+                got = fn()
             got = out if got is None else got
             errors[name] = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
         best = {name: math.inf for name in providers}
         for _ in range(args.rounds):
-            for name, fn in providers.items():
-                best[name] = min(best[name], median_ms(fn))
+            for name, (context, fn) in providers.items():
+                with context():
+                    best[name] = min(best[name], median_ms(fn))
         flops = 2 * m * n * k
         row = {"shape": spec, "choice": gemm_sm90.choose(m, n, units).describe(),
                "us": {name: ms * 1e3 for name, ms in best.items()},

@@ -138,9 +138,9 @@ def test_mm_matches_float64_aten_through_gems(shape: tuple[int, int, int], b_t: 
     with gems_core.use_gems():
         mine = torch.mm(a, b)
     assert len(spy.grids) == 1
-    programs = spy.grids[0][0]
-    tiles = -(-m // gemm_sm90.BLOCK_M) * -(-n // gemm_sm90.choose(m, n, gemm_sm90._units(0)).block_n)
-    assert programs == min(tiles, gemm_sm90._units(0))
+    config = gemm_sm90.choose(m, n, gemm_sm90._units(0))
+    tiles = -(-m // config.block_m) * -(-n // config.block_n)
+    assert spy.grids[0][0] == min(tiles, gemm_sm90._units(0))
     _check(mine, a @ b, a.double() @ b.double(), k)
 
 
@@ -179,10 +179,11 @@ def test_linear_addmm_alpha_and_out(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_repeat_calls_take_the_kept_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
     spy = _spy(monkeypatch)
     results = []
-    for seed in range(3):  # new operands each time: nothing of an earlier call is replayed
-        a, b = _operands(640, 256, 768, torch.bfloat16, True, seed=seed)
-        with gems_core.use_gems():
-            results.append((torch.mm(a, b), a @ b, a.double() @ b.double()))
+    with gems_core.use_gems():
+        for seed in range(3):  # new operands each time: nothing of an earlier call is replayed
+            a, b = _operands(640, 256, 768, torch.bfloat16, True, seed=seed)
+            results.append((torch.mm(a, b), a, b))
+    results = [(mine, a @ b, a.double() @ b.double()) for mine, a, b in results]
     assert len(spy.grids) == 3 and len(spy.through_triton) == 1 and spy.launcher.kept() == 1
     for mine, low, ref in results:
         _check(mine, low, ref, 256)

@@ -10,6 +10,10 @@ deterministic."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -281,3 +285,23 @@ def test_dropout_backward_uses_the_forward_mask() -> None:
         (grad,) = torch.autograd.grad(y, x, torch.full_like(y, 2.0))
     kept = y != 0
     torch.testing.assert_close(grad, torch.where(kept, 2.0 / (1 - p), 0.0))
+
+
+def test_fill_kernel_compiles_for_a_gpu_target() -> None:
+    """Compiled kernels may read no global but constexprs (the interpreter reads any):
+    every distribution of the fill kernel compiles ahead of time for sm_90, in a child
+    process (this one has run the interpreter)."""
+    code = textwrap.dedent('''
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+        from gems_core.ops import random as R
+        sig = {"out_ptr": "*fp32", "n": "i32", "seed": "i64", "offset": "i64", "a": "fp32", "b": "fp32",
+               "DIST": "constexpr", "BLOCK": "constexpr"}
+        for dist in (R.UNIFORM, R.NORMAL, R.EXPONENTIAL, R.BERNOULLI):
+            triton.compile(ASTSource(R._fill_kernel, sig, {(6,): dist, (7,): 256}), target=GPUTarget("cuda", 90, 32))
+        print("compiled")
+    ''')
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "compiled" in done.stdout, done.stderr[-3000:]

@@ -26,6 +26,8 @@ from ..launch_cache import LaunchCache
 from ..registry import aten_op
 
 UNIFORM, NORMAL, EXPONENTIAL, BERNOULLI = 0, 1, 2, 3  # the DIST of _fill_kernel
+# the same as constexprs: compiled kernels may read no other globals (the interpreter does)
+_UNIFORM, _NORMAL, _EXPONENTIAL = tl.constexpr(UNIFORM), tl.constexpr(NORMAL), tl.constexpr(EXPONENTIAL)
 _BLOCK = 1024  # Philox counters per program; each gives four values
 _TILE = 8192  # samples x categories compared per multinomial step
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -35,11 +37,11 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 def _transform(r, a, b, DIST: tl.constexpr):
     # uniform: a + (b - a) u    normal: a + b n    exponential: -log(1 - u) / a (1 - u in (0, 1])
     # bernoulli: u < a
-    if DIST == UNIFORM:
+    if DIST == _UNIFORM:
         y = a + (b - a) * r
-    elif DIST == NORMAL:
+    elif DIST == _NORMAL:
         y = a + b * r
-    elif DIST == EXPONENTIAL:
+    elif DIST == _EXPONENTIAL:
         y = -tl.log(1.0 - r) / a
     else:
         y = tl.where(r < a, 1.0, 0.0)
@@ -49,7 +51,7 @@ def _transform(r, a, b, DIST: tl.constexpr):
 @triton.jit
 def _store(out_ptr, index, r, n, a, b, DIST: tl.constexpr):
     y = _transform(r, a, b, DIST).to(out_ptr.dtype.element_ty)
-    if DIST == UNIFORM:
+    if DIST == _UNIFORM:
         # a value rounded up to b in a narrow dtype goes back to a: the range stays [a, b)
         top = tl.full(y.shape, b, tl.float32).to(out_ptr.dtype.element_ty)
         y = tl.where(y == top, tl.full(y.shape, a, tl.float32).to(out_ptr.dtype.element_ty), y)
@@ -72,7 +74,7 @@ def _fill_kernel(
     pid = tl.program_id(0).to(tl.int64)
     lanes = tl.arange(0, BLOCK)
     counters = offset + pid * BLOCK + lanes
-    if DIST == NORMAL:
+    if DIST == _NORMAL:
         r0, r1, r2, r3 = tl.randn4x(seed, counters)
     else:
         r0, r1, r2, r3 = tl.rand4x(seed, counters)

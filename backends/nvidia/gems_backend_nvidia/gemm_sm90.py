@@ -8,7 +8,7 @@ This kernel is written in Gluon, so that it lays out the warps itself (warp spec
 * one loading warp walks the program's result tiles and their K steps, issuing the
   tensor-memory-accelerator (TMA) copies of each step's A and B blocks into a ring of
   ``STAGES`` slots, each signalled by an mbarrier once its bytes have landed;
-* two consumer warp groups each own 64 rows of the program's BLOCK_M = 128 rows: per K
+* two consumer warp groups each own half of the program's tile rows: per K
   step an asynchronous wgmma of their A block with the shared B block, keeping one product
   in flight, and releasing a slot (an mbarrier both groups arrive on) as soon as the
   product that read it has retired. At the end of a tile each group scales its fp32
@@ -17,7 +17,7 @@ This kernel is written in Gluon, so that it lays out the warps itself (warp spec
   tile.
 
 Persistent: ``min(tiles, SMs)`` programs walk the result tiles ``pid, pid + grid, ...`` in
-grouped order (GROUP_M tile rows swept column by column, so tiles in flight together share
+grouped order (a config's ``group_m`` tile rows swept column by column, so tiles in flight together share
 operand blocks in L2). Registers are rebalanced between the roles (``setmaxnreg``).
 
 Served: 16-bit A (M, K) row-major and B (K, N) row- or column-major (a linear layer's weight
@@ -56,16 +56,11 @@ try:  # Gluon and its Hopper module: Triton 3.5 and later
 except ImportError:  # pragma: no cover - an older Triton: the variant is not offered
     gluon = None
 
-#: rows of the result a consumer warp group owns; a program's tile has two groups' rows
-GROUP_ROWS = 64
-BLOCK_M = 2 * GROUP_ROWS
 #: registers a thread: the kernel's budget at launch (9 warps resident), the consumers'
 #: and the loading warp's after the rebalance
 MAX_REGISTERS = 168
 CONSUMER_REGISTERS = 232
 LOADER_REGISTERS = 40
-#: tile rows swept together (L2 reuse of B's blocks)
-GROUP_M = 8
 #: multiply-adds (M * N * K) below which the variant declines: a 1024 x 4096 x 4096 product
 #: (1.7e10) takes ~50 us on an H100, where the host path of a call (three descriptors and
 #: their encoding) is no longer hidden by the core's replayed launches
@@ -75,27 +70,34 @@ DTYPES = (torch.float16, torch.bfloat16)
 
 @dataclass(frozen=True)
 class Config:
-    """A tile shape and ring depth. Shared memory: STAGES x (A and B blocks) + the staged
-    result tile (BLOCK_M x BLOCK_N)."""
+    """A tile (block_m rows, half of them each consumer group's, block_n columns), its K
+    step, the ring depth and the tile rows swept together (L2 reuse of B's blocks).
+    Shared memory: stages x (A and B blocks) + the staged result tile."""
 
+    block_m: int
     block_n: int
     block_k: int
     stages: int
+    group_m: int = 8
+    #: throughput relative to the widest tile, for :func:`choose` (measured, H100)
+    speed: float = 1.0
 
     def shared_memory(self, element_size: int = 2) -> int:
-        ring = self.stages * (BLOCK_M * self.block_k + self.block_k * self.block_n)
-        return (ring + BLOCK_M * self.block_n) * element_size
+        ring = self.stages * (self.block_m * self.block_k + self.block_k * self.block_n)
+        return (ring + self.block_m * self.block_n) * element_size
 
     def describe(self) -> str:
-        return f"{BLOCK_M}x{self.block_n}x{self.block_k}, {self.stages} stages"
+        group = "" if self.group_m == 8 else f", groups of {self.group_m}"
+        return f"{self.block_m}x{self.block_n}x{self.block_k}, {self.stages} stages{group}"
 
 
-#: the configs, widest first; a product takes the one with the least tile-quantized work
-#: (see :func:`choose`)
-CONFIGS = (Config(256, 64, 3), Config(128, 64, 4))
+#: the configs a product chooses from (:func:`choose`). On an H100 (docs/measurements.md,
+#: session 9) 128 x 256 tiles ran 0.93-1.06x cuBLAS from 1024 x 4096 x 14336 to 8192^3 and
+#: 5-15 % ahead of every 128 x 128 config, which won only where the wide tiles leave most
+#: of a second wave idle (1024 x 6144 x 4096: 0.95x against 0.75x)
+CONFIGS = (Config(128, 256, 64, 3), Config(128, 128, 64, 5, speed=0.9), Config(256, 128, 64, 3))
 
 if gluon is not None:
-    ROWS = gl.constexpr(GROUP_ROWS)
     # the copy entry points were renamed after Triton 3.6
     _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
     _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
@@ -117,6 +119,7 @@ if gluon is not None:
         ready, empty = bars
         a_smem, b_smem, c_smem = bufs
         dtype: gl.constexpr = a_desc.dtype
+        ROWS: gl.constexpr = a_desc.block_type.shape[0]
         BK: gl.constexpr = a_desc.block_type.shape[1]
         BN: gl.constexpr = c_desc.block_type.shape[1]
         STAGES: gl.constexpr = b_smem.type.shape[0]
@@ -167,6 +170,7 @@ if gluon is not None:
         a_desc, b_desc, c_desc = descs
         ready, empty = bars
         a_smem, b_smem, c_smem = bufs
+        ROWS: gl.constexpr = a_desc.block_type.shape[0]
         BK: gl.constexpr = a_desc.block_type.shape[1]
         BN: gl.constexpr = c_desc.block_type.shape[1]
         STAGES: gl.constexpr = b_smem.type.shape[0]
@@ -198,8 +202,8 @@ if gluon is not None:
     def gemm_kernel(a_desc, b_desc, c_desc, M, N, K, alpha, STAGES: gl.constexpr, B_T: gl.constexpr,
                     GROUP: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
         """Grid (programs,); 4 warps here (the first consumer group), 5 more in the
-        partitions. A's descriptor has (GROUP_ROWS, BK) blocks, B's (BK, BN), or (BN, BK)
-        over B^T when B_T, C's (GROUP_ROWS, BN)."""
+        partitions. A's descriptor has (ROWS, BK) blocks (a consumer group's rows), B's
+        (BK, BN), or (BN, BK) over B^T when B_T, C's (ROWS, BN); a tile is 2 * ROWS x BN."""
         dtype: gl.constexpr = a_desc.dtype
         a_smem = gl.allocate_shared_memory(dtype, [2 * STAGES] + a_desc.block_type.shape, a_desc.layout)
         b_smem = gl.allocate_shared_memory(dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
@@ -243,7 +247,8 @@ def _layout(dtype: torch.dtype, rows: int, cols: int) -> Any:
 def _blocks(config: Config, b_t: bool) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
     """The A, B and C descriptors' blocks."""
     b_block = (config.block_n, config.block_k) if b_t else (config.block_k, config.block_n)
-    return (GROUP_ROWS, config.block_k), b_block, (GROUP_ROWS, config.block_n)
+    rows = config.block_m // 2
+    return (rows, config.block_k), b_block, (rows, config.block_n)
 
 
 def compiles(target: Any) -> list[VariantCompile]:
@@ -268,7 +273,7 @@ def compiles(target: Any) -> list[VariantCompile]:
                 "LOADER_REGS": "constexpr",
             }
             names = list(signature)
-            values = {"STAGES": config.stages, "B_T": b_t, "GROUP": GROUP_M, "CONSUMER_REGS": CONSUMER_REGISTERS,
+            values = {"STAGES": config.stages, "B_T": b_t, "GROUP": config.group_m, "CONSUMER_REGS": CONSUMER_REGISTERS,
                       "LOADER_REGS": LOADER_REGISTERS}
             source = GluonASTSource(gemm_kernel, signature, {(names.index(k),): v for k, v in values.items()})
             name = f"{config.describe()}, B {'column' if b_t else 'row'}-major"
@@ -283,12 +288,12 @@ def _row_major(t: torch.Tensor) -> bool:
 
 
 def choose(M: int, N: int, units: int) -> Config:
-    """The config with the least work once tiles are quantized to waves of ``units``
-    programs (ties to the wider tile, which reads fewer operand bytes a product)."""
+    """The config with the least time once tiles are quantized to waves of ``units``
+    programs: waves x a tile's work / the config's speed (ties to the first listed)."""
 
-    def cost(config: Config) -> int:
-        tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, config.block_n)
-        return triton.cdiv(tiles, units) * BLOCK_M * config.block_n
+    def cost(config: Config) -> float:
+        tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
+        return triton.cdiv(tiles, units) * config.block_m * config.block_n / config.speed
 
     return min(CONFIGS, key=cost)
 
@@ -332,7 +337,8 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, alpha: Any, conf
         TensorDescriptor(operand, list(operand.shape), [operand.stride(0), 1], list(b_block),
                          _layout(dtype, *b_block)),
         TensorDescriptor(out, [M, N], [out.stride(0), 1], list(c_block), _layout(dtype, *c_block)),
-        M, N, K, float(alpha), config.stages, b_t, GROUP_M, CONSUMER_REGISTERS, LOADER_REGISTERS,
+        M, N, K, float(alpha), config.stages, b_t, config.group_m, CONSUMER_REGISTERS, LOADER_REGISTERS,
     )
-    tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, config.block_n)
-    _launcher((min(tiles, _units(index)),), args, (dtype, config, b_t), index)
+    tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
+    _launcher((min(tiles, _units(index)),), args, (dtype, config.block_m, config.block_n, config.block_k,
+                                                   config.stages, config.group_m, b_t), index)
