@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
+import io
 import json
 import math
+import pstats
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -88,6 +92,24 @@ def main() -> None:
                 got = fn()
             got = out if got is None else got
             errors[name] = ((got.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+        # wall time of a synchronized call (host and GPU): a provider far above its kernel
+        # time is host-bound, and is profiled
+        wall = {}
+        for name, (context, fn) in providers.items():
+            with context():
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+                for _ in range(3):
+                    fn()
+                torch.cuda.synchronize()
+                wall[name] = (time.perf_counter() - start) / 3 * 1e3
+                if wall[name] > 20 and name in ("gems", "core"):
+                    profile = cProfile.Profile()
+                    profile.runcall(fn)
+                    torch.cuda.synchronize()
+                    text = io.StringIO()
+                    pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(25)
+                    print(f"  {name}: {wall[name]:.1f} ms a call; profile:\n{text.getvalue()[:6000]}", flush=True)
         best = {name: math.inf for name in providers}
         for _ in range(args.rounds):
             for name, (context, fn) in providers.items():
@@ -98,7 +120,7 @@ def main() -> None:
                "us": {name: ms * 1e3 for name, ms in best.items()},
                "tflops": {name: flops / ms / 1e9 for name, ms in best.items()},
                "vs_aten": {name: best["aten"] / ms for name, ms in best.items()},
-               "rel_error_vs_aten": errors}
+               "rel_error_vs_aten": errors, "wall_ms": wall}
         rows.append(row)
         print(f"{spec:22s} " + "  ".join(f"{name} {row['us'][name]:8.1f}us x{row['vs_aten'][name]:.3f}"
                                          for name in providers), flush=True)

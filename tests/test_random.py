@@ -30,6 +30,13 @@ RANDOM_OPS = ("uniform_", "normal_", "normal", "exponential_", "bernoulli_", "mu
               "native_dropout", "native_dropout_backward", "dropout")
 
 
+@pytest.fixture(autouse=True)
+def _on_the_gems_device() -> Iterator[None]:
+    """Factories make tensors on the selected backend's device (gems serves only its own)."""
+    with torch.device(gems_core.device):
+        yield
+
+
 @contextmanager
 def gems_served(*overloads: str) -> Iterator[None]:
     """gems enabled for the random ops; asserts one of ``overloads`` ran on gems."""
@@ -205,8 +212,8 @@ def test_reproducible_under_manual_seed_and_successive_calls_differ(name: str) -
 
 def test_explicit_generator_is_used() -> None:
     with gems_core.use_gems(include=RANDOM_OPS):
-        a = torch.empty(100).uniform_(generator=torch.Generator().manual_seed(9))
-        b = torch.empty(100).uniform_(generator=torch.Generator().manual_seed(9))
+        a = torch.empty(100).uniform_(generator=torch.Generator(gems_core.device).manual_seed(9))
+        b = torch.empty(100).uniform_(generator=torch.Generator(gems_core.device).manual_seed(9))
     assert torch.equal(a, b)
 
 
