@@ -491,8 +491,8 @@ def kernel_share(decode: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def host_profile(model: CachedLlama, prompt: torch.Tensor, steps: torch.Tensor, count: int) -> str:
-    """Where the host's time goes over ``count`` decode steps: self CPU time per ATen op
-    (torch.profiler) and per Python function (cProfile), as text."""
+    """Where the host's time goes over ``count`` decode steps and over two prefills: self CPU
+    time per ATen op (torch.profiler) and per Python function (cProfile), as text."""
     import cProfile
     import io
     import pstats
@@ -505,15 +505,23 @@ def host_profile(model: CachedLlama, prompt: torch.Tensor, steps: torch.Tensor, 
         if prompt.device.type == "cuda":
             torch.cuda.synchronize()
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        run_steps()
+    def run_prefills() -> None:
+        for _ in range(2):
+            model(prompt, 0)
+        if prompt.device.type == "cuda":
+            torch.cuda.synchronize()
+
     text = io.StringIO()
-    text.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
-    profiler = cProfile.Profile()
-    profiler.enable()
-    run_steps()
-    profiler.disable()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(40)
+    for title, run in ((f"{count} decode steps", run_steps), ("two prefills", run_prefills)):
+        text.write(f"== {title}\n")
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            run()
+        text.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
+        profiler = cProfile.Profile()
+        profiler.enable()
+        run()
+        profiler.disable()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(40)
     return text.getvalue()
 
 
@@ -558,7 +566,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="tiny sizes: " + ", ".join(f"{k}={v}" for k, v in QUICK.items()))
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--host-profile", metavar="DIR",
-                        help="write each provider's host profile of a few decode steps here")
+                        help="write each provider's host profile of a few decode steps and two prefills here")
     args = parser.parse_args(argv)
     if args.quick:
         for key, value in QUICK.items():

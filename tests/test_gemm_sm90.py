@@ -72,6 +72,7 @@ def _declines(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, bias: Any = N
 
 def test_declines_what_it_does_not_serve_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gemm_sm90, "MIN_WORK", 0)
+    monkeypatch.setattr(gemm_sm90, "_plans", {})
     a = torch.randn(256, 128, dtype=torch.bfloat16)
     b = torch.randn(128, 256, dtype=torch.bfloat16)
     assert _declines(a, b, torch.empty(256, 256, dtype=torch.bfloat16))  # CPU tensors
@@ -92,6 +93,7 @@ def test_row_major_needs_contiguous_aligned_rows() -> None:
 def _spy(monkeypatch: pytest.MonkeyPatch) -> LaunchSpy:
     """The kernel's launches, with the work bound lifted for these small shapes."""
     monkeypatch.setattr(gemm_sm90, "MIN_WORK", 0)
+    monkeypatch.setattr(gemm_sm90, "_plans", {})  # plans made under the default bound
     from gems_core import plan_cache
 
     plan_cache.clear_all()
@@ -224,3 +226,20 @@ def test_declines_unserved_inputs_on_the_chip_too() -> None:
     assert _declines(h, h.t(), out, bias=torch.empty(256, 256, dtype=torch.bfloat16))  # a bias
     assert _declines(h, h.t(), out, alpha=torch.tensor(2.0))  # a tensor alpha
     assert _declines(h[:, :0], h.t()[:0], out)  # K == 0
+
+
+@on_hopper
+def test_a_served_signature_is_offered_directly_and_alignment_is_checked_each_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    spy = _spy(monkeypatch)
+    storage = torch.empty(640 * 256 + 8, dtype=torch.bfloat16, device="cuda")
+    aligned, shifted = storage[:640 * 256].view(640, 256), storage[1:640 * 256 + 1].view(640, 256)
+    b = torch.randn(768, 256, device="cuda", dtype=torch.bfloat16).t()
+    results = []
+    with gems_core.use_gems():
+        for a in (aligned, shifted, aligned):  # one signature; the second's base is 2 bytes off
+            a.normal_()
+            results.append((torch.mm(a, b), a.clone()))
+    assert len(spy.grids) == 2  # the first and the last: the shifted call ran on the core's kernel
+    for mine, a in results:
+        _check(mine, a @ b, a.double() @ b.double(), 256)

@@ -96,6 +96,9 @@ MM = Tunable(
 #: the most rows that take the decode variant
 DECODE_MAX_M = 64
 
+#: how a product's call may be repeated (see :func:`_launch`)
+REPLAYABLE, ONCE, SERVED = "replayable", "once", "served"
+
 
 @triton.jit
 def gemm_tile(
@@ -270,18 +273,19 @@ def _launch(
 ) -> bool:
     """out = alpha * (a @ b) + beta * bias (bias already expanded to out's shape), by the
     selected backend's ``mm`` kernel variant where it serves the product, else by the
-    kernel :func:`variant` picks. False when the launches bypassed the launch caches (a
-    backend's variant, the TMA kernel), so a recording of them cannot replay the call."""
+    kernel :func:`variant` picks. Returns how the call may be repeated: REPLAYABLE (every
+    launch went through the launch caches), ONCE (the TMA kernel bypassed them, so a
+    recording cannot replay the call) or SERVED (the backend's variant computed it)."""
     (M, K), N = a.shape, b.shape[1]
     if M == 0 or N == 0:
-        return True
+        return REPLAYABLE
     kind = variant(M, N, K, a.dtype, a, b)
     if kind in ("tma", "general") and variants.offer("mm", a, b, out, bias, alpha, beta):
-        return False
+        return SERVED
     if kind == "tma":
         try:
             launch_tma(a, b, out, bias, alpha, beta)
-            return False
+            return ONCE
         except KernelCompileError as exc:
             _tma_failed(exc)
             kind = "general"
@@ -301,7 +305,7 @@ def _launch(
             b, b.stride(0), a, a.stride(1), a.stride(0), out, out.stride(0),
             bias, 0 if bias is None else bias.stride(0), K, M, alpha, beta,
         )
-    return True
+    return REPLAYABLE
 
 
 def _tma_failed(exc: KernelCompileError) -> None:
@@ -421,20 +425,21 @@ def _bias_view(input: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor | No
 #: call takes the full path (and tunes), its second records the launches
 _plans = PlanCache("mm")
 _FIRST = object()
+#: a signature the backend's ``mm`` variant served: later calls are offered to it directly
+_SERVED = object()
 
 
-def _planned(key: Any, out: torch.Tensor, slots: tuple[torch.Tensor, ...], launch: Callable[[], bool]) -> None:
-    """Run ``launch`` (which computes ``out`` from ``slots`` and says whether its launches
-    can be replayed), keeping a replay of it for ``key`` when this is the signature's second
-    call."""
+def _planned(key: Any, out: torch.Tensor, slots: tuple[torch.Tensor, ...], launch: Callable[[], str]) -> None:
+    """Run ``launch`` (which computes ``out`` from ``slots`` and says how it may be
+    repeated: see :func:`_launch`), keeping a replay of it for ``key`` when this is the
+    signature's second call, or noting that the backend's variant serves the signature."""
     seen = _plans.get(key)
     if seen is None:
-        launch()
-        _plans.store(key, _FIRST)
+        _plans.store(key, _SERVED if launch() == SERVED else _FIRST)
         return
     with plan_cache.record() as calls:
-        replayable = launch()
-    if not replayable:
+        how = launch()
+    if how != REPLAYABLE:
         return  # the signature keeps the full path
     replay = plan_cache.Replay.build(calls, slots)
     if replay is not None:
@@ -447,7 +452,11 @@ def mm(self: torch.Tensor, mat2: torch.Tensor) -> Any:
     key = (self.dtype, self.shape, self.stride(), self.device, mat2.dtype, mat2.shape, mat2.stride(),
            mat2.device)
     plan = _plans.get(key)
-    if plan is not None and plan is not _FIRST:
+    if plan is _SERVED:
+        out = torch.empty((self.shape[0], mat2.shape[1]), dtype=self.dtype, device=self.device)
+        if variants.offer("mm", self, mat2, out, None, 1, 0):
+            return out
+    elif plan is not None and plan is not _FIRST:
         replay, shape, dtype, device = plan
         out = torch.empty(shape, dtype=dtype, device=device)
         replay(self, mat2, out)
@@ -508,7 +517,7 @@ def _addmm(
     # beta == 0 ignores the input entirely (NaN and inf in it do not propagate), as in ATen
     used_bias = None if beta == 0 else bias
 
-    def launch() -> bool:
+    def launch() -> str:
         return _launch(mat1, mat2, out, used_bias, alpha, beta)
 
     if key is None:
@@ -529,7 +538,11 @@ def addmm(
            mat1.device, mat2.dtype, mat2.shape, mat2.stride(), mat2.device,
            type(beta), beta, type(alpha), alpha)
     plan = _plans.get(key)
-    if plan is not None and plan is not _FIRST:
+    if plan is _SERVED:  # (beta == 0: the variant takes no bias)
+        out = torch.empty((mat1.shape[0], mat2.shape[1]), dtype=mat1.dtype, device=mat1.device)
+        if variants.offer("mm", mat1, mat2, out, None, alpha, beta):
+            return out
+    elif plan is not None and plan is not _FIRST:
         replay, shape, dtype, device = plan
         out = torch.empty(shape, dtype=dtype, device=device)
         replay(mat1, mat2, out, self)  # the bias slot needs only self's address

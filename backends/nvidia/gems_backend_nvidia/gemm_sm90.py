@@ -281,10 +281,15 @@ def compiles(target: Any) -> list[VariantCompile]:
     return found
 
 
+def _rows(t: torch.Tensor) -> bool:
+    """Rows contiguous, in 16-byte multiples and not overlapping: with a 16-byte aligned
+    base (checked per call), a descriptor describes t."""
+    return t.stride(1) == 1 and t.stride(0) >= t.shape[1] and t.stride(0) * t.element_size() % 16 == 0
+
+
 def _row_major(t: torch.Tensor) -> bool:
-    """Rows contiguous, 16-byte aligned and not overlapping (a descriptor describes t)."""
-    return (t.stride(1) == 1 and t.stride(0) >= t.shape[1] and t.stride(0) * t.element_size() % 16 == 0
-            and t.data_ptr() % 16 == 0)
+    """A descriptor describes t as it is (rows as in :func:`_rows`, base 16-byte aligned)."""
+    return _rows(t) and t.data_ptr() % 16 == 0
 
 
 def choose(M: int, N: int, units: int) -> Config:
@@ -301,44 +306,90 @@ def choose(M: int, N: int, units: int) -> Config:
 _launcher = KeptLauncher(gemm_kernel if gluon is not None else None, num_warps=4, maxnreg=MAX_REGISTERS)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What a call signature's launches share: everything but the operands' addresses."""
+
+    config: Config
+    b_t: bool
+    index: int
+    blocks: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
+    layouts: tuple[Any, Any, Any]
+    grid: tuple[int]
+    key: tuple[Any, ...]
+
+
+def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: Config | None = None,
+          b_t: bool | None = None) -> _Plan | None:
+    """The launch of an (M, K) @ (K, N) product of this signature (shapes, strides, dtype,
+    device), or None when the kernel does not serve it."""
+    if gluon is None or not a.is_cuda or a.dtype not in DTYPES:
+        return None
+    (M, K), N = a.shape, b.shape[1]
+    if K == 0 or M * N * K < MIN_WORK or not (_rows(a) and _rows(out)):
+        return None
+    if b_t is None:
+        if _rows(b):
+            b_t = False
+        elif _rows(b.t()):
+            b_t = True
+        else:
+            return None
+    index = a.device.index if a.device.index is not None else torch.cuda.current_device()
+    if not _is_hopper(index):
+        return None
+    units = _units(index)
+    config = config or choose(M, N, units)
+    blocks = _blocks(config, b_t)
+    tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
+    return _Plan(config, b_t, index, blocks, tuple(_layout(a.dtype, *block) for block in blocks),
+                 (min(tiles, units),),
+                 (a.dtype, config.block_m, config.block_n, config.block_k, config.stages, config.group_m, b_t))
+
+
+#: call signature -> its plan, or None for a signature the kernel does not serve
+_plans: dict[tuple[Any, ...], _Plan | None] = {}
+#: signatures kept before the table starts afresh
+_PLANS_KEPT = 4096
+
+
 def mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, bias: torch.Tensor | None, alpha: Any,
        beta: Any) -> bool:
     """The ``mm`` variant point (``gems_core.variants.POINTS``)."""
-    if bias is not None or gluon is None or not a.is_cuda or a.dtype not in DTYPES:
+    if bias is not None or isinstance(alpha, (torch.Tensor, complex)):
         return False
-    (M, K), N = a.shape, b.shape[1]
-    if K == 0 or M * N * K < MIN_WORK or isinstance(alpha, (torch.Tensor, complex)):
+    key = (a.shape, a.stride(), b.shape, b.stride(), out.stride(), a.dtype, a.device)
+    plan = _plans.get(key, _plans)
+    if plan is _plans:  # a new signature
+        if len(_plans) >= _PLANS_KEPT:
+            _plans.clear()
+        plan = _plans[key] = _plan(a, b, out)
+    if plan is None or a.data_ptr() % 16 or b.data_ptr() % 16 or out.data_ptr() % 16:
         return False
-    if not (_row_major(a) and _row_major(out)):
-        return False
-    if _row_major(b):
-        b_t = False
-    elif _row_major(b.t()):
-        b_t = True
-    else:
-        return False
-    index = a.device.index if a.device.index is not None else torch.cuda.current_device()
-    if not _is_hopper(index):
-        return False
-    launch(a, b, out, alpha, choose(M, N, _units(index)), b_t, index)
+    _run(plan, a, b, out, alpha)
     return True
 
 
 def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, alpha: Any, config: Config, b_t: bool,
            index: int) -> None:
     """out = alpha * (a @ b) on ``config``, for operands :func:`mm` accepts (``b_t``: b is
-    column-major) on CUDA device ``index``."""
+    column-major) on CUDA device ``index`` (for benchmarks and tests: :func:`mm` chooses)."""
+    plan = _plan(a, b, out, config, b_t)
+    if plan is None or plan.index != index:
+        raise ValueError(f"the Hopper GEMM does not serve this product on device {index}")
+    _run(plan, a, b, out, alpha)
+
+
+def _run(plan: _Plan, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, alpha: Any) -> None:
     (M, K), N = a.shape, b.shape[1]
-    a_block, b_block, c_block = _blocks(config, b_t)
-    dtype = a.dtype
-    operand = b.t() if b_t else b
+    a_block, b_block, c_block = plan.blocks
+    a_layout, b_layout, c_layout = plan.layouts
+    operand = b.t() if plan.b_t else b
+    config = plan.config
     args = (
-        TensorDescriptor(a, [M, K], [a.stride(0), 1], list(a_block), _layout(dtype, *a_block)),
-        TensorDescriptor(operand, list(operand.shape), [operand.stride(0), 1], list(b_block),
-                         _layout(dtype, *b_block)),
-        TensorDescriptor(out, [M, N], [out.stride(0), 1], list(c_block), _layout(dtype, *c_block)),
-        M, N, K, float(alpha), config.stages, b_t, config.group_m, CONSUMER_REGISTERS, LOADER_REGISTERS,
+        TensorDescriptor(a, [M, K], [a.stride(0), 1], list(a_block), a_layout),
+        TensorDescriptor(operand, list(operand.shape), [operand.stride(0), 1], list(b_block), b_layout),
+        TensorDescriptor(out, [M, N], [out.stride(0), 1], list(c_block), c_layout),
+        M, N, K, float(alpha), config.stages, plan.b_t, config.group_m, CONSUMER_REGISTERS, LOADER_REGISTERS,
     )
-    tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
-    _launcher((min(tiles, _units(index)),), args, (dtype, config.block_m, config.block_n, config.block_k,
-                                                   config.stages, config.group_m, b_t), index)
+    _launcher(plan.grid, args, plan.key, plan.index)
