@@ -437,6 +437,9 @@ def _planned(key: Any, out: torch.Tensor, slots: tuple[torch.Tensor, ...], launc
     if seen is None:
         _plans.store(key, _SERVED if launch() == SERVED else _FIRST)
         return
+    if seen is _SERVED:  # a call the variant declined (its operands' alignment): it keeps the rest
+        launch()
+        return
     with plan_cache.record() as calls:
         how = launch()
     if how != REPLAYABLE:
