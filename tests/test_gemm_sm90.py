@@ -243,3 +243,15 @@ def test_a_served_signature_is_offered_directly_and_alignment_is_checked_each_ca
     assert len(spy.grids) == 2  # the first and the last: the shifted call ran on the core's kernel
     for mine, a in results:
         _check(mine, a @ b, a.double() @ b.double(), 256)
+
+
+def test_descriptors_are_the_ones_gluon_would_make() -> None:
+    """The kernel's descriptors skip Gluon's constructor checks (made already): they are
+    equal to the ones the constructor makes, defaults included."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    t = torch.empty(128, 64, dtype=torch.bfloat16)
+    layout = gemm_sm90._layout(torch.bfloat16, 64, 64)
+    made = gemm_sm90._descriptor(t, [128, 64], [64, 1], [64, 64], layout)
+    assert isinstance(made, TensorDescriptor)
+    assert made == TensorDescriptor(t, [128, 64], [64, 1], [64, 64], layout)
