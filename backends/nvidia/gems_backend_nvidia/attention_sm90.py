@@ -40,21 +40,21 @@ import triton
 
 from gems_core import VariantCompile
 
+from .hopper import (  # noqa: F401 - available is this module's answer too
+    TensorDescriptor,
+    available,
+    fence_async_shared,
+    gl,
+    gluon,
+    is_hopper,
+    mbarrier,
+    tma,
+    tma_load,
+    tma_store,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
 from .launcher import KeptLauncher
-
-try:  # Gluon and its Hopper module: Triton 3.5 and later
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import (
-        fence_async_shared,
-        mbarrier,
-        tma,
-        warpgroup_mma,
-        warpgroup_mma_wait,
-    )
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-except ImportError:  # pragma: no cover - an older Triton: the variant is not offered
-    gluon = None
 
 #: query rows per consumer warp group, and per program (two groups)
 QUERY_ROWS = 64
@@ -79,9 +79,6 @@ MIN_WORK = 1 << 27
 
 if gluon is not None:
     ROWS = gl.constexpr(QUERY_ROWS)
-    # the copy entry points were renamed after Triton 3.6
-    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-    _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 
     @gluon.jit
     def _softmax(sc, m_i, l_i, j, rows, row0, S, qk_scale, BLOCK: gl.constexpr, col_layout: gl.constexpr,
@@ -165,7 +162,7 @@ if gluon is not None:
         o_smem = q_smem.index(group)
         o_smem.store(o.to(dtype))
         fence_async_shared()
-        _tma_store(o_desc, [b, h, row0, 0], o_smem.reshape([1, 1, ROWS, HEAD_D]))
+        tma_store(o_desc, [b, h, row0, 0], o_smem.reshape([1, 1, ROWS, HEAD_D]))
         tma.store_wait(pendings=0)
 
     @gluon.jit
@@ -189,7 +186,7 @@ if gluon is not None:
         for group in gl.static_range(2):
             bar = q_bars.index(group)
             mbarrier.expect(bar, q_desc.block_type.nbytes)
-            _tma_load(q_desc, [b, h, start_m + group * ROWS, 0], bar,
+            tma_load(q_desc, [b, h, start_m + group * ROWS, 0], bar,
                       q_smem.index(group).reshape([1, 1, ROWS, HEAD_D]))
         for j in range(n_blocks):
             slot = j % STAGES
@@ -198,11 +195,11 @@ if gluon is not None:
             phase = ((j // STAGES) & 1) ^ 1
             mbarrier.wait(k_empty.index(slot), phase)
             mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
-            _tma_load(k_desc, [b, hk, j * BLOCK, 0], k_ready.index(slot),
+            tma_load(k_desc, [b, hk, j * BLOCK, 0], k_ready.index(slot),
                       k_smem.index(slot).reshape([1, 1, BLOCK, HEAD_D]))
             mbarrier.wait(v_empty.index(slot), phase)
             mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
-            _tma_load(v_desc, [b, hk, j * BLOCK, 0], v_ready.index(slot),
+            tma_load(v_desc, [b, hk, j * BLOCK, 0], v_ready.index(slot),
                       v_smem.index(slot).reshape([1, 1, BLOCK, HEAD_D]))
 
     # the integer arguments are never specialized (a kernel per signature: see launcher.py)
@@ -258,16 +255,6 @@ if gluon is not None:
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
 
-def available() -> bool:
-    """Whether the installed Triton has Gluon's Hopper module."""
-    return gluon is not None
-
-
-@functools.lru_cache(maxsize=None)
-def _is_hopper(index: int) -> bool:
-    return torch.cuda.get_device_capability(index) == (9, 0)
-
-
 @functools.lru_cache(maxsize=None)
 def _layout(dtype: torch.dtype, rows: int, head_dim: int) -> Any:
     gdtype = gl.bfloat16 if dtype == torch.bfloat16 else gl.float16
@@ -318,7 +305,7 @@ def serves(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor)
             and k.dtype == q.dtype and v.dtype == q.dtype and out.dtype == q.dtype
             and q.shape[-1] in HEAD_DIMS and k.shape[-1] == q.shape[-1] and v.shape[-1] == q.shape[-1]
             and q.numel() > 0 and k.numel() > 0 and q.shape[0] * q.shape[1] <= 65535
-            and _is_hopper(q.device.index if q.device.index is not None else torch.cuda.current_device())
+            and is_hopper(q.device.index if q.device.index is not None else torch.cuda.current_device())
             and all(_describable(t) for t in (q, k, v, out)))
 
 

@@ -41,21 +41,21 @@ import triton
 
 from gems_core import VariantCompile
 
+from .hopper import (  # noqa: F401 - available is this module's answer too
+    TensorDescriptor,
+    available,
+    fence_async_shared,
+    gl,
+    gluon,
+    is_hopper,
+    mbarrier,
+    tma,
+    tma_load,
+    tma_store,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
 from .launcher import KeptLauncher
-
-try:  # Gluon and its Hopper module: Triton 3.5 and later
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import (
-        fence_async_shared,
-        mbarrier,
-        tma,
-        warpgroup_mma,
-        warpgroup_mma_wait,
-    )
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-except ImportError:  # pragma: no cover - an older Triton: the variant is not offered
-    gluon = None
 
 #: registers a thread: the kernel's budget at launch (9 warps resident), the consumers'
 #: and the loading warp's after the rebalance
@@ -99,9 +99,6 @@ class Config:
 CONFIGS = (Config(128, 256, 64, 3), Config(128, 128, 64, 5, speed=0.9))
 
 if gluon is not None:
-    # the copy entry points were renamed after Triton 3.6
-    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-    _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 
     @gluon.jit
     def _tile_origin(tile, tiles_m, tiles_n, BM: gl.constexpr, BN: gl.constexpr, GROUP: gl.constexpr):
@@ -155,7 +152,7 @@ if gluon is not None:
             tma.store_wait(pendings=0)  # the previous tile's copy out has read the staging tile
             out_smem.store(result)
             fence_async_shared()
-            _tma_store(c_desc, [off_m + group * ROWS, off_n], out_smem)
+            tma_store(c_desc, [off_m + group * ROWS, off_n], out_smem)
         tma.store_wait(pendings=0)
 
     @gluon.jit
@@ -190,12 +187,12 @@ if gluon is not None:
                 bar = ready.index(slot)
                 mbarrier.expect(bar, nbytes)
                 off_k = kk * BK
-                _tma_load(a_desc, [off_m, off_k], bar, a_smem.index(2 * slot))
-                _tma_load(a_desc, [off_m + ROWS, off_k], bar, a_smem.index(2 * slot + 1))
+                tma_load(a_desc, [off_m, off_k], bar, a_smem.index(2 * slot))
+                tma_load(a_desc, [off_m + ROWS, off_k], bar, a_smem.index(2 * slot + 1))
                 if B_T:
-                    _tma_load(b_desc, [off_n, off_k], bar, b_smem.index(slot))
+                    tma_load(b_desc, [off_n, off_k], bar, b_smem.index(slot))
                 else:
-                    _tma_load(b_desc, [off_k, off_n], bar, b_smem.index(slot))
+                    tma_load(b_desc, [off_k, off_n], bar, b_smem.index(slot))
                 step += 1
 
     # integer arguments are never specialized (a kernel per signature: see launcher.py)
@@ -222,16 +219,6 @@ if gluon is not None:
             (_second_group, (descs, bars, bufs, M, N, K, alpha, B_T, GROUP)),
             (_load, (descs, bars, bufs, M, N, K, alpha, B_T, GROUP)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
-
-
-def available() -> bool:
-    """Whether the installed Triton has Gluon's Hopper module."""
-    return gluon is not None
-
-
-@functools.lru_cache(maxsize=None)
-def _is_hopper(index: int) -> bool:
-    return torch.cuda.get_device_capability(index) == (9, 0)
 
 
 @functools.lru_cache(maxsize=None)
@@ -337,7 +324,7 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: Config | 
         else:
             return None
     index = a.device.index if a.device.index is not None else torch.cuda.current_device()
-    if not _is_hopper(index):
+    if not is_hopper(index):
         return None
     units = _units(index)
     config = config or choose(M, N, units)
