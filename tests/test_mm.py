@@ -387,3 +387,35 @@ def test_replay_keeps_the_split_k_workspace() -> None:
     assert replay is not None and len(replay.scratch) == 1  # the fp32 partials
     replay(a, b, out)
     _check(out, _wide(a) @ _wide(b), torch.float32)
+
+
+def test_a_recording_that_benchmarked_configs_is_not_replayed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signature's second call may be the one that tunes (its first took another path):
+    the recording then holds the benchmark's launches as well, and is not kept as a replay
+    (a replay of it would run every benchmark launch on each call)."""
+    from gems_core import plan_cache, tuning
+
+    mm, _ = _modules()
+    plan_cache.clear_all()
+    calls = _spy_variants(monkeypatch)
+    general = mm.launch_general
+    made: list[int] = []
+
+    def benchmarking(*args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        if len(made) == 2:  # the second call: as if its configs were benchmarked now
+            monkeypatch.setattr(tuning, "benchmarks_run", tuning.benchmarks_run + 1)
+            general(*args, **kwargs)  # a benchmark's launch, recorded with the call's
+        return general(*args, **kwargs)
+
+    monkeypatch.setattr(mm, "launch_general", benchmarking)
+    a = _operand((80, 64), torch.float32, "contiguous", 1)
+    b = _operand((64, 17), torch.float32, "contiguous", 2)
+    expected = _wide(a) @ _wide(b)
+    with gems_core.use_gems(include=OPS):
+        results = [torch.mm(a, b) for _ in range(4)]
+    for got in results:
+        _check(got, expected, torch.float32)
+    # the second call's recording (two launches) was dropped, the third recorded afresh, the
+    # fourth replayed the third's one launch
+    assert len(made) == 3 and [c for c in calls if c != "split-k reduce"] == ["general"] * 4

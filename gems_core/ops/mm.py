@@ -45,7 +45,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import plan_cache, runtime, variants
+from .. import plan_cache, runtime, tuning, variants
 from ..contract import KernelConfig
 from ..launch_cache import KernelCompileError, LaunchCache
 from ..plan_cache import PlanCache
@@ -440,10 +440,16 @@ def _planned(key: Any, out: torch.Tensor, slots: tuple[torch.Tensor, ...], launc
     if seen is _SERVED:  # a call the variant declined (its operands' alignment): it keeps the rest
         launch()
         return
+    benchmarks = tuning.benchmarks_run
     with plan_cache.record() as calls:
         how = launch()
     if how != REPLAYABLE:
         return  # the signature keeps the full path
+    if tuning.benchmarks_run != benchmarks:
+        # configs were benchmarked during the call (its first call took another path: the
+        # backend's variant, say): the recording holds every benchmark launch too, and a
+        # replay of it would run them all again. The next call records afresh.
+        return
     replay = plan_cache.Replay.build(calls, slots)
     if replay is not None:
         _plans.store(key, (replay, tuple(out.shape), out.dtype, out.device))
