@@ -314,8 +314,8 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: Config | 
     if gluon is None or not a.is_cuda or a.dtype not in DTYPES:
         return None
     (M, K), N = a.shape, b.shape[1]
-    if K == 0 or M * N * K < MIN_WORK or not (_rows(a) and _rows(out)):
-        return None
+    if K == 0 or M * N * K < MIN_WORK or max(M, N, K) >= 2**31 or not (_rows(a) and _rows(out)):
+        return None  # (the kernel's sizes and tile coordinates are 32-bit)
     if b_t is None:
         if _rows(b):
             b_t = False
