@@ -17,8 +17,9 @@ This kernel is written in Gluon, so that it lays out the warps itself (warp spec
   tile.
 
 Persistent: ``min(tiles, SMs)`` programs walk the result tiles ``pid, pid + grid, ...`` in
-grouped order (a config's ``group_m`` tile rows swept column by column, so tiles in flight together share
-operand blocks in L2). Registers are rebalanced between the roles (``setmaxnreg``).
+grouped order (a config's ``group_m`` tile rows swept column by column, so tiles in flight
+together share operand blocks in L2). Registers are rebalanced between the roles
+(``setmaxnreg``).
 
 Served: 16-bit A (M, K) row-major and B (K, N) row- or column-major (a linear layer's weight
 ``W.t()`` is column-major: it is read as W's rows, and the wgmma takes the block
