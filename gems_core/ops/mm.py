@@ -455,6 +455,13 @@ def _planned(key: Any, out: torch.Tensor, slots: tuple[torch.Tensor, ...], launc
         _plans.store(key, (replay, tuple(out.shape), out.dtype, out.device))
 
 
+def _offer_served(a: torch.Tensor, b: torch.Tensor, alpha: Any, beta: Any) -> torch.Tensor | None:
+    """alpha * (a @ b) by the backend's variant, for a signature it served before; None when
+    it declines this call (its operands' alignment), which then takes the full path."""
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+    return out if variants.offer("mm", a, b, out, None, alpha, beta) else None
+
+
 @aten_op("mm")
 def mm(self: torch.Tensor, mat2: torch.Tensor) -> Any:
     """self @ mat2 for (M, K) @ (K, N) float matrices of one dtype; K == 0 gives zeros."""
@@ -462,8 +469,8 @@ def mm(self: torch.Tensor, mat2: torch.Tensor) -> Any:
            mat2.device)
     plan = _plans.get(key)
     if plan is _SERVED:
-        out = torch.empty((self.shape[0], mat2.shape[1]), dtype=self.dtype, device=self.device)
-        if variants.offer("mm", self, mat2, out, None, 1, 0):
+        out = _offer_served(self, mat2, 1, 0)
+        if out is not None:
             return out
     elif plan is not None and plan is not _FIRST:
         replay, shape, dtype, device = plan
@@ -548,8 +555,8 @@ def addmm(
            type(beta), beta, type(alpha), alpha)
     plan = _plans.get(key)
     if plan is _SERVED:  # (beta == 0: the variant takes no bias)
-        out = torch.empty((mat1.shape[0], mat2.shape[1]), dtype=mat1.dtype, device=mat1.device)
-        if variants.offer("mm", mat1, mat2, out, None, alpha, beta):
+        out = _offer_served(mat1, mat2, alpha, beta)
+        if out is not None:
             return out
     elif plan is not None and plan is not _FIRST:
         replay, shape, dtype, device = plan

@@ -305,6 +305,7 @@ class _Plan:
     blocks: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
     layouts: tuple[Any, Any, Any]
     grid: tuple[int]
+    #: what the compile depends on (the kept launch's signature)
     key: tuple[Any, ...]
 
 
@@ -332,8 +333,7 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: Config | 
     blocks = _blocks(config, b_t)
     tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
     return _Plan(config, b_t, index, blocks, tuple(_layout(a.dtype, *block) for block in blocks),
-                 (min(tiles, units),),
-                 (a.dtype, config.block_m, config.block_n, config.block_k, config.stages, config.group_m, b_t))
+                 (min(tiles, units),), (a.dtype, config, b_t))
 
 
 #: call signature -> its plan, or None for a signature the kernel does not serve
