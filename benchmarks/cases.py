@@ -32,6 +32,9 @@ class Case:
     bytes: Callable[[tuple[Any, ...]], int] = lambda inputs: 0
     flops: Callable[[tuple[Any, ...]], float] | None = None
     aten_variants: Callable[[], dict[str, Any]] | None = None
+    #: host cases: time a call's issue while the GPU is held busy (a sleep kernel queued
+    #: first), for calls whose kernels outlast their host path
+    busy: bool = False
 
 
 def _nbytes(*tensors: torch.Tensor) -> int:
@@ -153,6 +156,14 @@ def _sdpa_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Ten
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1])
 
 
+def _linear_inputs(batch: int, tokens: int, features: int, out_features: int) -> Callable[[str], tuple[Any, ...]]:
+    def make(d: str) -> tuple[Any, ...]:
+        x = torch.randn(batch, tokens, features, dtype=torch.bfloat16, device=d)
+        return x, torch.randn(out_features, features, dtype=torch.bfloat16, device=d) / features**0.5
+
+    return make
+
+
 def _sdpa_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return F.scaled_dot_product_attention(q, k, v, enable_gqa=q.shape[1] != k.shape[1])
 
@@ -230,4 +241,6 @@ HOST_CASES: list[Case] = [
          lambda x, w: F.rms_norm(x, (1024,), w[0])),
     Case("sdpa decode b1 h8/2 kv64 d128 bf16", "scaled_dot_product_attention", _sdpa_inputs(1, 8, 2, 1, 64),
          _sdpa_decode),
+    # a Llama prefill's q projection (2 x 512 tokens): on Hopper the NVIDIA backend's Gluon GEMM
+    Case("linear 2x512x4096 -> 4096 bf16", "mm", _linear_inputs(2, 512, 4096, 4096), F.linear, busy=True),
 ]

@@ -323,6 +323,19 @@ _TORCH_ARG_TYPES = {
 }
 
 
+def plain_launch(metadata: Any) -> bool:
+    """Whether a compiled kernel launches with a plain ``cuLaunchKernel``: one CTA per
+    program and no cluster, no cooperative or programmatic-dependent launch, no scratch
+    memory for the launcher to allocate."""
+    if getattr(metadata, "num_ctas", 1) != 1 or any(
+        getattr(metadata, flag, False) for flag in ("launch_cooperative_grid", "launch_pdl")
+    ):
+        return False
+    if getattr(metadata, "global_scratch_size", 0) or getattr(metadata, "profile_scratch_size", 0):
+        return False
+    return tuple(getattr(metadata, "cluster_dims", (1, 1, 1)) or (1, 1, 1)) in ((1, 1, 1), (1,), ())
+
+
 def torch_launcher(compiled: Any) -> Launcher | None:
     """A launch through PyTorch's own launcher for Triton-compiled CUDA kernels (the one
     ``torch.compile`` uses), reusing the kernel Triton loaded: a fixed C++ entry point with
@@ -335,13 +348,7 @@ def torch_launcher(compiled: Any) -> Launcher | None:
     if impl is None or torch.version.hip is not None:
         return None
     metadata = compiled.metadata
-    if getattr(metadata, "num_ctas", 1) != 1 or any(
-        getattr(metadata, flag, False) for flag in ("launch_cooperative_grid", "launch_pdl")
-    ):
-        return None
-    if getattr(metadata, "global_scratch_size", 0) or getattr(metadata, "profile_scratch_size", 0):
-        return None
-    if tuple(getattr(metadata, "cluster_dims", (1, 1, 1)) or (1, 1, 1)) not in ((1, 1, 1), (1,), ()):
+    if not plain_launch(metadata):
         return None
     if getattr(metadata, "tensordesc_meta", None):
         return None

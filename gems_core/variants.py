@@ -77,13 +77,16 @@ def suspended(*points: str) -> Iterator[None]:
 
 def offer(point: str, *args: Any) -> bool:
     """Offer a call to the variant at ``point``: True when it served the call. A served call
-    launched outside gems' launch cache, so the native layer does not record it."""
+    launched outside gems' launch cache, so the native layer does not record it, unless the
+    variant reports its launches itself (``fn.reports_launches = True``: each launch appended
+    to ``launch_cache.recording.native`` while that is set, with a launcher the recorder
+    can describe, or the call marked ``recording.impure``)."""
     fn = variant(point)
     if fn is None:
         return False
     try:
         served = bool(fn(*args))
-        if served:
+        if served and not getattr(fn, "reports_launches", False):
             recording.impure = True
         return served
     except Exception as exc:  # noqa: BLE001 - any failure of a backend's kernel turns it off

@@ -37,6 +37,11 @@ ptx = kernel.asm["ptx"]
 out["ptx"] = {"wgmma": "wgmma.mma_async" in ptx, "bulk_copies": "cp.async.bulk.tensor" in ptx,
               "bulk_stores": ptx.count("cp.async.bulk.tensor.2d.global.shared"),
               "setmaxnreg": "setmaxnreg" in ptx, "overlapped_waits": ptx.count("wgmma.wait_group.sync.aligned 1")}
+meta = kernel.metadata
+out["launch"] = {"tensordesc_meta": [dict(m) for m in (getattr(meta, "tensordesc_meta", None) or ())],
+                 "signature": {str(k): v for k, v in item.source.signature.items()},
+                 "arg_names": list(item.source.fn.arg_names), "num_ctas": getattr(meta, "num_ctas", 1),
+                 "scratch": [getattr(meta, f, None) for f in ("global_scratch_size", "profile_scratch_size")]}
 out["none_for"] = [len(A.compiles(TritonTarget("cuda", 80, 32))), len(A.compiles(TritonTarget("hip", "gfx942", 64)))]
 json.dump(out, sys.stdout)
 """
@@ -45,7 +50,9 @@ json.dump(out, sys.stdout)
 def compile_records(module: str, point: str, op: str, ptx_config: str) -> dict[str, Any]:
     """config -> the compile tier's record (status, message, shared, registers, spills) of
     each compile ``module.compiles`` lists for sm_90; "ptx": features of ``ptx_config``'s
-    PTX; "none_for": how many compiles it lists for sm_80 and gfx942."""
+    PTX; "launch": what the native layer's description of its launch reads (the tensor
+    descriptors' metadata, the signature, the scratch sizes); "none_for": how many compiles
+    it lists for sm_80 and gfx942."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", _SCRIPT, module, point, op, ptx_config], env=env,
                           capture_output=True, text=True, check=False, timeout=900)

@@ -3,7 +3,8 @@ its ahead-of-time compile for sm_90 (upstream Triton compiles for it on any mach
 products it takes and which config, and, on a Hopper GPU, its results through gems' mm,
 addmm, linear and matmul against float64 ATen: edges in M, N and K that cut through tiles,
 several tiles per persistent program, B row- and column-major, fp16 and bf16, alpha, out=,
-repeat calls through the kept launcher, and the products it must leave to the core."""
+repeat calls through the kept launcher and the native dispatch layer, and the products it
+must leave to the core."""
 
 from __future__ import annotations
 
@@ -47,6 +48,55 @@ def test_compiled_kernel_is_the_warp_specialized_pipeline(compiled: dict[str, An
     assert ptx["overlapped_waits"] >= 1  # a product stays in flight while the next is issued
     assert ptx["bulk_stores"] >= 1  # the result leaves through the tensor-memory accelerator
     assert compiled["none_for"] == [0, 0]  # nothing listed for sm_80 or AMD
+
+
+def test_launches_are_described_for_the_native_layer(compiled: dict[str, Any]) -> None:
+    """The compiled kernel's launch as the native layer repeats it: the three descriptors
+    expand to tensor map, sizes and strides, in Triton's encoding (dimensions innermost
+    first, byte strides, the box of one copy); then M, N, K, alpha and the
+    launcher's scratch pointers."""
+    from types import SimpleNamespace
+
+    from gems_backend_nvidia.launcher import reported
+    from gems_core.native.recorder import TensorMap
+
+    launch = compiled["launch"]
+    scratch = [size for size in launch["scratch"] if size is not None]
+    assert not any(scratch), "scratch memory: the native layer would not repeat the launch"
+    names = launch["arg_names"]
+    signature = {names[int(k)] if k.isdigit() else k: v for k, v in launch["signature"].items()}
+    metadata = SimpleNamespace(num_ctas=launch["num_ctas"], tensordesc_meta=launch["tensordesc_meta"],
+                               **dict(zip(("global_scratch_size", "profile_scratch_size"), scratch)))
+    kernel = SimpleNamespace(metadata=metadata, packed_metadata=(4, 1, 200_000), function=1234,
+                             src=SimpleNamespace(fn=SimpleNamespace(arg_names=names), signature=signature))
+    how = reported(kernel)
+    assert how is not None
+    assert how.native == (1234, 128, 200_000, "TiillTiillTiilliiif" + "O" * len(scratch), None)
+    config = gemm_sm90.CONFIGS[0]  # the compile of "compiled"'s PTX: B column-major
+    m, k, n = 1000, 520, 1496
+    a = torch.empty(m, k, dtype=torch.bfloat16)
+    w = torch.empty(n, k, dtype=torch.bfloat16)
+    out = torch.empty(m, n, dtype=torch.bfloat16)
+    (a_block, b_block, c_block), layout = gemm_sm90._blocks(config, True), gemm_sm90._layout
+    args = (gemm_sm90._descriptor(a, [m, k], [k, 1], list(a_block), layout(torch.bfloat16, *a_block)),
+            gemm_sm90._descriptor(w, [n, k], [k, 1], list(b_block), layout(torch.bfloat16, *b_block)),
+            gemm_sm90._descriptor(out, [m, n], [n, 1], list(c_block), layout(torch.bfloat16, *c_block)),
+            m, n, k, 0.5, config.stages, True, config.group_m, 232, 40)
+    params = how.parameters(args)
+    assert len(params) == 19
+    bf16 = 9  # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+    operands = ((0, a, m, k, a_block), (5, w, n, k, b_block), (10, out, m, n, c_block))
+    for (at, t, rows, cols, block), meta in zip(operands, launch["tensordesc_meta"]):
+        tensor_map = params[at]
+        assert isinstance(tensor_map, TensorMap)
+        assert tensor_map.address == t.data_ptr()
+        assert (tensor_map.data_type, tensor_map.dims, tensor_map.strides) == (bf16, (cols, rows), (2 * cols,))
+        # the box Triton encodes: the block, or the part of it one copy moves
+        assert tensor_map.box == tuple(reversed(meta["block_size"])) and tensor_map.fill == 0
+        assert block[1] % tensor_map.box[0] == 0 and block[0] % tensor_map.box[1] == 0
+        assert tensor_map.swizzle == 3  # 128-byte swizzle: rows of 64 bf16
+        assert params[at + 1:at + 5] == (rows, cols, cols, 1)
+    assert params[15:] == (m, n, k, 0.5)
 
 
 def test_every_config_fits_the_chip() -> None:
@@ -178,15 +228,42 @@ def test_linear_addmm_alpha_and_out(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @on_hopper
-def test_repeat_calls_take_the_kept_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("check", [False, True], ids=["replayed", "check mode"])
+def test_repeat_calls_take_the_kept_launcher_then_the_native_layer(check: bool,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signature's first call compiles through Triton, its second goes to the kept launch
+    (recorded by the native layer, tensor maps and all), later ones replay from C++ with
+    each call's addresses. In check mode every call is recorded and its recipe run on
+    copies of the operands and compared with the Python kernel's result."""
+    from gems_core import native
+
     spy = _spy(monkeypatch)
+    layer = native.load(quiet=True)
+    if check:
+        if layer is None:
+            pytest.skip("the native layer is not built")
+        layer.set_check(True)
     results = []
-    with gems_core.use_gems():
-        for seed in range(3):  # new operands each time: nothing of an earlier call is replayed
-            a, b = _operands(640, 256, 768, torch.bfloat16, True, seed=seed)
-            results.append((torch.mm(a, b), a, b))
+    try:
+        with gems_core.use_gems():
+            for seed in range(5):  # new operands each time: nothing of an earlier call is replayed
+                a, b = _operands(640, 256, 768, torch.bfloat16, True, seed=seed)
+                results.append((torch.mm(a, b), a, b))
+            stats = {s["op"]: s for s in gems_core.dispatch.native_stats() if not s.get("gate")}
+    finally:
+        if check:
+            layer.set_check(False)
     results = [(mine, a @ b, a.double() @ b.double()) for mine, a, b in results]
-    assert len(spy.grids) == 3 and len(spy.through_triton) == 1 and spy.launcher.kept() == 1
+    assert len(spy.through_triton) == 1 and spy.launcher.kept() == 1
+    mm = stats.get("mm")
+    if mm is None:  # no native layer: every call through the kept launch
+        assert len(spy.grids) == 5
+    elif check:
+        # every call without a recipe is recorded (the first, compiled through Triton's own
+        # launcher, is refused); a recipe that differed from the Python result would raise
+        assert mm["recorded"] == 1 and mm["hits"] >= 3 and len(spy.grids) + mm["hits"] == 5
+    else:
+        assert len(spy.grids) == 2 and mm["hits"] == 3 and mm["refused"] == 0
     for mine, low, ref in results:
         _check(mine, low, ref, 256)
 

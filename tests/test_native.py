@@ -14,7 +14,7 @@ import gems_core
 from gems_core import native
 from gems_core.launch_cache import keep_resident, recording
 from gems_core.native import recorder
-from gems_core.native.recorder import KINDS, NotRepeatable, build, record_call
+from gems_core.native.recorder import KINDS, NotRepeatable, TensorMap, build, record_call
 
 layer = native.load(quiet=True)
 needs_layer = pytest.mark.skipif(layer is None, reason=f"native layer not built: {native.problem()}")
@@ -27,6 +27,7 @@ _lib.define("fails(Tensor x) -> Tensor")
 _lib.define("join(Tensor[] xs, int dim) -> Tensor")
 _lib.define("pick(Tensor x, Tensor?[] indices) -> Tensor")
 _lib.define("both(Tensor x, Tensor y) -> Tensor")
+_lib.define("mapped(Tensor x) -> Tensor")
 
 
 def _launcher(function: int, codes: str, keep: tuple[int, ...]):  # type: ignore[no-untyped-def]
@@ -221,6 +222,60 @@ def test_build_maps_addresses_to_operands_outputs_and_scratch():
     assert (function, gx, gy, gz, block, shared) == (9, 2, 1, 1, 128, 0)
     assert args == ((KINDS["pointer"], 0, 8, 0), (KINDS["pointer"], 2, 0, 0), (KINDS["pointer"], 3, 4, 0),
                     (KINDS["null"], 0, 0, 0), (KINDS["i64"], 0, 0, 2**40), (KINDS["f32"], 0, 0, 1.5))
+
+
+MAPPED = _launcher(77, "TiillTiilliOO", None)
+
+
+def _map_of(t: torch.Tensor, rows: int) -> TensorMap:
+    """A tensor map over a 2-D tensor's rows, blocks of (rows, 4)."""
+    return TensorMap(t.data_ptr(), 7, 3, 0, 2, (t.shape[1], t.shape[0]), (t.stride(0) * t.element_size(),),
+                     (4, rows))
+
+
+def mapped(x: torch.Tensor) -> torch.Tensor:
+    """A kernel taking tensor maps of its operand's second row on and of its output."""
+    out = torch.empty_like(x)
+    if recording.native is not None:
+        body = x[1:]
+        recording.native.append((MAPPED, (3, 1, 1), (_map_of(body, 2), *body.shape, *body.stride(),
+                                                     _map_of(out, 8), *out.shape, *out.stride(), 5)))
+    return out
+
+
+def test_build_describes_tensor_maps_by_slot():
+    x = torch.randn(6, 4)
+    out = torch.empty(6, 4)
+    recipe = build(out, [(0, x)], 1, [out], [(MAPPED, (3, 1, 1), (_map_of(x[1:], 2), 5, 4, 4, 1,
+                                                                  _map_of(out, 8), 6, 4, 4, 1, 5))])
+    (*_, args), = recipe[1]
+    assert args[0] == (KINDS["tensor_map"], 0, 16, (7, 3, 0, 2, (4, 5), (16,), (4, 2)))
+    assert args[5] == (KINDS["tensor_map"], 1, 0, (7, 3, 0, 2, (4, 6), (16,), (4, 8)))
+    assert args[1:5] == ((KINDS["i32"], 0, 0, 5), (KINDS["i32"], 0, 0, 4), (KINDS["i64"], 0, 0, 4),
+                         (KINDS["i64"], 0, 0, 1))
+    assert args[10] == (KINDS["i32"], 0, 0, 5)
+    assert args[-2:] == ((KINDS["null"], 0, 0, 0), (KINDS["null"], 0, 0, 0))  # the scratch pointers
+    with pytest.raises(NotRepeatable, match="did not describe"):
+        build(out, [(0, x)], 1, [out], [(MAPPED, (3, 1, 1), (x, 5, 4, 4, 1, out, 6, 4, 4, 1, 5))])
+    with pytest.raises(NotRepeatable, match="does not own"):
+        build(out, [(0, x)], 1, [out], [(MAPPED, (3, 1, 1), (_map_of(torch.randn(6, 4), 2), 5, 4, 4, 1,
+                                                              _map_of(out, 8), 6, 4, 4, 1, 5))])
+
+
+@needs_layer
+def test_tensor_maps_are_encoded_over_each_calls_addresses(fake):  # type: ignore[no-untyped-def]
+    reg = fake("mapped", mapped)
+    xs = [torch.randn(6, 4) for _ in range(4)]
+    outs = [torch.ops.gems_native_test.mapped(x) for x in xs]
+    stats = reg.stats()[0]
+    assert (stats["python_calls"], stats["recorded"], stats["hits"]) == (2, 1, 2)
+    log = layer.take_launch_log()
+    assert len(log) == 2
+    for (op, function, grid, block, _shared, _stream, args), x, out in zip(log, xs[2:], outs[2:]):
+        assert (op, function, grid, block) == ("mapped", 77, (3, 1, 1), 128)
+        assert args[0] == ("tensor_map", x.data_ptr() + 16, 7, 3, 0, 2, (4, 5), (16,), (4, 2))
+        assert args[5] == ("tensor_map", out.data_ptr(), 7, 3, 0, 2, (4, 6), (16,), (4, 8))
+        assert args[1:5] == [5, 4, 4, 1] and args[6:] == [6, 4, 4, 1, 5, 0, 0]
 
 
 def test_build_refuses_what_it_cannot_repeat():

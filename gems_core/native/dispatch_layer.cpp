@@ -57,6 +57,10 @@ using CtxSetFn = CUresultT (*)(void*);
 using DeviceGetFn = CUresultT (*)(int*, int);
 using PrimaryRetainFn = CUresultT (*)(void**, int);
 using ErrorStringFn = CUresultT (*)(CUresultT, const char**);
+// cuTensorMapEncodeTiled: (map, data type, rank, address, dims, byte strides, box, element
+// strides, interleave, swizzle, L2 promotion, out-of-bounds fill)
+using EncodeTiledFn = CUresultT (*)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*,
+                                    const unsigned*, const unsigned*, int, int, int, int);
 
 struct Driver {
   LaunchFn launch = nullptr;
@@ -65,6 +69,7 @@ struct Driver {
   DeviceGetFn device_get = nullptr;
   PrimaryRetainFn primary_retain = nullptr;
   ErrorStringFn error_string = nullptr;
+  EncodeTiledFn encode_tiled = nullptr;  // optional: drivers before CUDA 12 lack it
   std::string problem;
 
   bool load() {
@@ -80,6 +85,7 @@ struct Driver {
     device_get = reinterpret_cast<DeviceGetFn>(dlsym(lib, "cuDeviceGet"));
     primary_retain = reinterpret_cast<PrimaryRetainFn>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
     error_string = reinterpret_cast<ErrorStringFn>(dlsym(lib, "cuGetErrorString"));
+    encode_tiled = reinterpret_cast<EncodeTiledFn>(dlsym(lib, "cuTensorMapEncodeTiled"));
     if (!launch || !ctx_get || !ctx_set || !device_get || !primary_retain) {
       problem = "libcuda.so.1 lacks a driver entry point gems needs";
       return false;
@@ -117,7 +123,23 @@ py::list* launch_log = nullptr;  // created on first use, with the GIL
 // Recipes
 
 // The numbering is gems_core/native/recorder.py's KINDS.
-enum ArgKind : int { kPointer = 0, kNull = 1, kI32 = 2, kI64 = 3, kU32 = 4, kU64 = 5, kF32 = 6, kF64 = 7, kI8 = 8, kI16 = 9, kU8 = 10, kU16 = 11 };
+enum ArgKind : int { kPointer = 0, kNull = 1, kI32 = 2, kI64 = 3, kU32 = 4, kU64 = 5, kF32 = 6, kF64 = 7, kI8 = 8, kI16 = 9, kU8 = 10, kU16 = 11, kTensorMap = 12 };
+
+// A TMA tensor map passed by value (a CUtensorMap: 128 bytes, 64-byte aligned), encoded on
+// every launch over the address of its slot plus offset; the rest of the encoding is fixed
+// by the call's key. Dimensions innermost first, as cuTensorMapEncodeTiled takes them.
+constexpr unsigned kMaxMapRank = 5;
+constexpr size_t kMaxMaps = 8;
+struct TensorMapSpec {
+  int data_type = 0;  // CUtensorMapDataType
+  int swizzle = 0;    // CUtensorMapSwizzle
+  int fill = 0;       // CUtensorMapFloatOOBfill
+  int promotion = 0;  // CUtensorMapL2promotion
+  unsigned rank = 0;
+  uint64_t dims[kMaxMapRank] = {};
+  uint64_t strides[kMaxMapRank] = {};  // bytes, of dims 1 .. rank - 1
+  unsigned box[kMaxMapRank] = {};
+};
 
 struct LaunchArg {
   int kind;
@@ -125,6 +147,7 @@ struct LaunchArg {
   int64_t offset;  // kPointer: bytes from the slot tensor's data pointer
   int64_t ivalue;
   double fvalue;
+  int map = -1;  // kTensorMap: index into the step's maps
 };
 
 struct LaunchStep {
@@ -133,6 +156,7 @@ struct LaunchStep {
   unsigned block;
   unsigned shared;
   std::vector<LaunchArg> args;
+  std::vector<TensorMapSpec> maps;
 };
 
 struct Allocation {
@@ -515,6 +539,10 @@ class NativeKernel final : public c10::OperatorKernel {
       if (!fake_launches.load(std::memory_order_relaxed)) ensure_context(device);
       uint64_t values[kMaxArgs];
       void* params[kMaxArgs];
+      struct alignas(64) MapStorage {
+        unsigned char bytes[128];
+      };
+      MapStorage maps[kMaxMaps];
       for (const LaunchStep& step : recipe.launches) {
         const size_t count = step.args.size();
         for (size_t i = 0; i < count; ++i) {
@@ -538,6 +566,13 @@ class NativeKernel final : public c10::OperatorKernel {
             case kU64: std::memcpy(&values[i], &arg.ivalue, 8); break;
             case kF32: { const float v = static_cast<float>(arg.fvalue); std::memcpy(&values[i], &v, 4); break; }
             case kF64: std::memcpy(&values[i], &arg.fvalue, 8); break;
+            case kTensorMap: {
+              const uint64_t p = address(arg.slot) + arg.offset;
+              std::memcpy(&values[i], &p, 8);  // what the launch log shows
+              if (!fake_launches.load(std::memory_order_relaxed)) encode(step.maps[arg.map], p, maps[arg.map].bytes);
+              params[i] = maps[arg.map].bytes;
+              continue;
+            }
           }
           params[i] = &values[i];
         }
@@ -563,6 +598,15 @@ class NativeKernel final : public c10::OperatorKernel {
     for (auto& r : results) stack->push_back(std::move(r));
   }
 
+  void encode(const TensorMapSpec& spec, uint64_t address, void* map) const {
+    static const unsigned ones[kMaxMapRank] = {1, 1, 1, 1, 1};
+    const CUresultT code = driver.encode_tiled(map, spec.data_type, spec.rank, reinterpret_cast<void*>(address),
+                                               spec.dims, spec.strides, spec.box, ones, 0, spec.swizzle,
+                                               spec.promotion, spec.fill);
+    TORCH_CHECK(code == 0, "gems: encoding a tensor map for a kernel of " + name_ + " failed: " +
+                driver.describe(code));
+  }
+
   static void ensure_context(c10::Device device) {
     void* context = nullptr;
     if (driver.ctx_get(&context) == 0 && context != nullptr) return;
@@ -579,7 +623,19 @@ class NativeKernel final : public c10::OperatorKernel {
     py::list args;
     for (size_t i = 0; i < count; ++i) {
       const LaunchArg& arg = step.args[i];
-      if (arg.kind == kF32) {
+      if (arg.kind == kTensorMap) {
+        const TensorMapSpec& spec = step.maps[arg.map];
+        py::list dims, strides, box;
+        for (unsigned d = 0; d < spec.rank; ++d) {
+          dims.append(spec.dims[d]);
+          box.append(spec.box[d]);
+          if (d + 1 < spec.rank) strides.append(spec.strides[d]);
+        }
+        uint64_t p;
+        std::memcpy(&p, &values[i], 8);
+        args.append(py::make_tuple("tensor_map", p, spec.data_type, spec.swizzle, spec.fill, spec.promotion,
+                                   py::tuple(dims), py::tuple(strides), py::tuple(box)));
+      } else if (arg.kind == kF32) {
         float f;
         std::memcpy(&f, &values[i], 4);
         args.append(py::float_(f));
@@ -769,6 +825,31 @@ class NativeKernel final : public c10::OperatorKernel {
     return slot >= 0 && static_cast<size_t>(slot) < slots;
   }
 
+  // (data type, swizzle, fill, L2 promotion, dims, byte strides, box): recorder.py's TensorMap.
+  static bool parse_map(const py::handle& value, std::vector<TensorMapSpec>& maps) {
+    py::tuple t = value.cast<py::tuple>();
+    if (t.size() != 7) return false;
+    TensorMapSpec spec;
+    spec.data_type = t[0].cast<int>();
+    spec.swizzle = t[1].cast<int>();
+    spec.fill = t[2].cast<int>();
+    spec.promotion = t[3].cast<int>();
+    const auto dims = t[4].cast<std::vector<uint64_t>>();
+    const auto strides = t[5].cast<std::vector<uint64_t>>();
+    const auto box = t[6].cast<std::vector<unsigned>>();
+    if (dims.empty() || dims.size() > kMaxMapRank || strides.size() + 1 != dims.size() || box.size() != dims.size()) {
+      return false;
+    }
+    spec.rank = static_cast<unsigned>(dims.size());
+    for (unsigned d = 0; d < spec.rank; ++d) {
+      spec.dims[d] = dims[d];
+      spec.box[d] = box[d];
+      if (d + 1 < spec.rank) spec.strides[d] = strides[d];
+    }
+    maps.push_back(spec);
+    return true;
+  }
+
   std::shared_ptr<const Recipe> parse_recipe(const py::handle& spec, size_t n) {
     // (allocations, launches, returns): see gems_core/native/recorder.py
     auto recipe = std::make_shared<Recipe>();
@@ -796,13 +877,17 @@ class NativeKernel final : public c10::OperatorKernel {
       for (const auto& x : launch[6]) {
         py::tuple item = x.cast<py::tuple>();
         LaunchArg arg{item[0].cast<int>(), item[1].cast<int>(), item[2].cast<int64_t>(), 0, 0.0};
-        if (arg.kind == kF32 || arg.kind == kF64) {
+        if (arg.kind == kTensorMap) {
+          if (!driver.encode_tiled && !fake_launches.load()) return nullptr;  // no encoder: Python's
+          if (step.maps.size() >= kMaxMaps || !parse_map(item[3], step.maps)) return nullptr;
+          arg.map = static_cast<int>(step.maps.size()) - 1;
+        } else if (arg.kind == kF32 || arg.kind == kF64) {
           arg.fvalue = item[3].cast<double>();
         } else if (arg.kind != kPointer && arg.kind != kNull) {
           arg.ivalue = item[3].cast<int64_t>();
         }
-        if (arg.kind < kPointer || arg.kind > kU16) return nullptr;
-        if (arg.kind == kPointer && !valid_pointer_slot(arg.slot, n, slots)) return nullptr;
+        if (arg.kind < kPointer || arg.kind > kTensorMap) return nullptr;
+        if ((arg.kind == kPointer || arg.kind == kTensorMap) && !valid_pointer_slot(arg.slot, n, slots)) return nullptr;
         step.args.push_back(arg);
       }
       if (step.args.size() > kMaxArgs) return nullptr;

@@ -8,7 +8,9 @@ outputs or buffers it allocated. Its recipe then lists
 
 - ``allocations``: ``(sizes, strides, dtype)`` of each returned output and scratch buffer;
 - ``launches``: ``(function, grid_x, grid_y, grid_z, block, shared, args)`` with each
-  argument ``(kind, slot, byte_offset, value)`` (kinds: :data:`KINDS`);
+  argument ``(kind, slot, byte_offset, value)`` (kinds: :data:`KINDS`); a TMA tensor map
+  (launch code ``T``, a :class:`TensorMap` value) is addressed like a pointer and carries
+  the rest of its encoding as its value, and the native layer encodes it on every launch;
 - ``returns``: the slot of each returned tensor,
 
 where slots ``0 .. n-1`` are the call's stack arguments, ``n + i`` its allocation ``i`` and
@@ -28,7 +30,7 @@ its launcher by :func:`gems_core.launch_cache.torch_launcher` (``launcher.native
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -38,11 +40,31 @@ from ..launch_cache import is_resident, recording
 
 #: argument kinds, as dispatch_layer.cpp numbers them
 KINDS = {"pointer": 0, "null": 1, "i32": 2, "i64": 3, "u32": 4, "u64": 5, "f32": 6, "f64": 7,
-         "i8": 8, "i16": 9, "u8": 10, "u16": 11}
+         "i8": 8, "i16": 9, "u8": 10, "u16": 11, "tensor_map": 12}
 
 #: PyTorch's launcher argument codes (see launch_cache.torch_launcher) -> kinds
 _CODE_KINDS = {"i": "i32", "l": "i64", "b": "i8", "h": "i16", "I": "u32", "K": "u64", "B": "u8",
                "H": "u16", "f": "f32", "d": "f64"}
+
+
+class TensorMap(NamedTuple):
+    """A TMA tensor map (CUDA's ``CUtensorMap``, passed to a kernel by value) as a launcher
+    reports it: the address it maps and the rest of ``cuTensorMapEncodeTiled``'s arguments,
+    dimensions innermost first (element strides 1, no interleave). The address becomes a
+    slot and offset like a pointer's; the rest must follow from the call's key."""
+
+    address: int
+    data_type: int  # CUtensorMapDataType
+    swizzle: int  # CUtensorMapSwizzle
+    fill: int  # CUtensorMapFloatOOBfill
+    promotion: int  # CUtensorMapL2promotion
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]  # bytes, of dims 1 .. rank - 1
+    box: tuple[int, ...]
+
+    def encoding(self) -> tuple[Any, ...]:
+        return (self.data_type, self.swizzle, self.fill, self.promotion, self.dims, self.strides, self.box)
+
 
 _ALLOCATIONS = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"})
 #: operations that neither read nor write data (beyond views, which are told apart by schema)
@@ -234,7 +256,12 @@ def build(
         values += [None] * (len(codes) - len(values))  # the launcher's trailing scratch pointers
         described = []
         for code, value in zip(codes, values):
-            if code == "O":
+            if code == "T":
+                if not isinstance(value, TensorMap):
+                    raise NotRepeatable("a tensor map argument the launcher did not describe")
+                slot, offset = slot_of(value.address)
+                described.append((KINDS["tensor_map"], slot, offset, value.encoding()))
+            elif code == "O":
                 if value is None:
                     described.append((KINDS["null"], 0, 0, 0))
                     continue
@@ -249,7 +276,7 @@ def build(
                 described.append((KINDS["pointer"], slot, offset, 0))
             else:
                 kind = _CODE_KINDS.get(code)
-                if kind is None or isinstance(value, torch.Tensor):
+                if kind is None or isinstance(value, (torch.Tensor, TensorMap)):
                     raise NotRepeatable(f"a launch argument of type {code!r}")
                 number = float(value) if kind in ("f32", "f64") else int(value)
                 described.append((KINDS[kind], 0, 0, number))

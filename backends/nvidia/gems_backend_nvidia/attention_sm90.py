@@ -343,6 +343,9 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: to
     return True
 
 
+#: every launch is reported to the native layer's recorder (launcher.py), which repeats it
+attention_forward.reports_launches = True  # type: ignore[attr-defined]
+
 #: launches through the compiled kernel after a signature's first (nothing is specialized
 #: but the constexprs: see the kernel's decorator)
 _launcher = KeptLauncher(attention_kernel if gluon is not None else None, num_warps=4, maxnreg=MAX_REGISTERS)

@@ -359,6 +359,10 @@ def mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, bias: torch.Tensor |
     return True
 
 
+#: every launch is reported to the native layer's recorder (launcher.py), which repeats it
+mm.reports_launches = True  # type: ignore[attr-defined]
+
+
 def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, alpha: Any, config: Config, b_t: bool,
            index: int) -> None:
     """out = alpha * (a @ b) on ``config``, for operands :func:`mm` accepts (``b_t``: b is
