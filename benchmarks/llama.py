@@ -20,7 +20,10 @@ SwiGLU's activation each one kernel; the same function, fewer calls). Per provid
 ms (the prompt), decode ms per token (CUDA events, after a full warm-up generation that also
 compiles and tunes gems' kernels), the relative error (Frobenius) of the final logits
 against the ``aten`` provider's, and the share of GPU kernel time spent in Triton (gems)
-kernels over a few profiled decode steps, with the largest kernels of each kind.
+kernels over a few profiled decode steps, with the largest kernels of each kind. On CUDA also
+the host's own cost: the milliseconds to issue one prefill and one decode step while a sleep
+kernel queued first keeps the GPU busy (``host_prefill_ms``, ``host_decode_ms``): a provider
+whose host cost exceeds its GPU time is host-bound.
 
 Which kernels lose (``--kernels N``, default 12; 0 turns it off): per provider, one more
 prefill and the ``--profile-steps`` decode steps run under torch.profiler, and each phase's
@@ -525,6 +528,30 @@ def host_profile(model: CachedLlama, prompt: torch.Tensor, steps: torch.Tensor, 
     return text.getvalue()
 
 
+def host_issue_ms(model: CachedLlama, prompt: torch.Tensor, steps: torch.Tensor,
+                  count: int = 8) -> tuple[float, float] | None:
+    """(prefill, decode step) host milliseconds: the time to issue one prefill, and one
+    decode step (the median over ``count`` steps), while a sleep kernel queued first keeps
+    the GPU busy, so the host never waits for it: the host path alone, comparable between
+    providers whatever their GPU time. None off CUDA."""
+    if prompt.device.type != "cuda":
+        return None
+
+    def issue(fn: Any, sleep_ms: float) -> float:
+        torch.cuda.synchronize()
+        torch.cuda._sleep(int(sleep_ms * 2e6))  # cycles at about 2 GHz
+        began = time.perf_counter()
+        fn()
+        elapsed = time.perf_counter() - began
+        torch.cuda.synchronize()
+        return elapsed * 1e3
+
+    prefills = [issue(lambda: model(prompt, 0), 60) for _ in range(3)]
+    decode = [issue(lambda i=i, token=token: model(token, prompt.shape[1] + i), 30)
+              for i, token in enumerate(steps[:count])]
+    return statistics.median(prefills), statistics.median(decode)
+
+
 def relative_error(got: torch.Tensor, reference: torch.Tensor) -> float:
     got, reference = got.double(), reference.double()
     return float(torch.linalg.vector_norm(got - reference) / torch.linalg.vector_norm(reference))
@@ -620,6 +647,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         if args.kernels > 0 and decode is not None:
                             breakdown["decode"] = decode
                     share = kernel_share(decode)
+                    host = host_issue_ms(model, prompt, steps)
                     if args.host_profile:
                         folder = Path(args.host_profile)
                         folder.mkdir(parents=True, exist_ok=True)
@@ -639,6 +667,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "decode_ms_per_token": statistics.median(decode_ms) if decode_ms else None,
                 "logits": logits,
                 "kernels": share,
+                "host_prefill_ms": host[0] if host else None,
+                "host_decode_ms": host[1] if host else None,
                 "gems_kernel_share": share["triton_share"] if share else None,
                 "kernel_breakdown": breakdown or None,
             })
@@ -697,7 +727,8 @@ def report(payload: dict[str, Any]) -> str:
         f"mlp {c['intermediate']}, vocab {c['vocab']}; batch {payload['batch']}, prompt "
         f"{payload['prompt']}, {payload['decode_steps']} decode steps, {payload['dtype']} on "
         f"{payload['device']} ({payload['backend']} backend)",
-        f"{'provider':<12}{'prefill ms':>12}{'decode ms/tok':>15}{'tok/s':>10}{'logits rel err':>16}{'triton share':>14}",
+        f"{'provider':<12}{'prefill ms':>12}{'decode ms/tok':>15}{'tok/s':>10}{'logits rel err':>16}{'triton share':>14}"
+        f"{'host prefill':>14}{'host decode':>13}",
     ]
     for row in payload["results"]:
         if "error" in row:
@@ -712,6 +743,7 @@ def report(payload: dict[str, Any]) -> str:
             f"{row['provider']:<12}{num(row['prefill_ms'], '12.2f')}"
             f"{num(row['decode_ms_per_token'], '15.3f')}{num(row.get('decode_tokens_per_s'), '10.1f')}"
             f"{num(row['logits_rel_error'], '16.2e')}{num(row['gems_kernel_share'], '14.1%')}"
+            f"{num(row.get('host_prefill_ms'), '14.2f')}{num(row.get('host_decode_ms'), '13.3f')}"
         )
     lines += category_report(payload)
     for row in payload["results"]:

@@ -22,6 +22,7 @@
 
 #include <torch/extension.h>
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/DynamicTypes.h>
@@ -521,7 +522,7 @@ class NativeKernel final : public c10::OperatorKernel {
     std::vector<at::Tensor> allocated;
     allocated.reserve(recipe.allocations.size());
     for (const Allocation& a : recipe.allocations) {
-      allocated.push_back(at::empty_strided(a.sizes, a.strides, at::TensorOptions().dtype(a.dtype).device(device)));
+      allocated.push_back(allocate(a, device));
     }
     auto address = [&](int slot) -> uintptr_t {
       if (static_cast<size_t>(slot) < n) {
@@ -596,6 +597,30 @@ class NativeKernel final : public c10::OperatorKernel {
     }
     torch::jit::drop(*stack, n);
     for (auto& r : results) stack->push_back(std::move(r));
+  }
+
+  // A recipe's allocation: straight from the allocator that PyTorch's own empty tensors of
+  // this device type use (learned from one of them), without a trip through the dispatcher
+  // (a few microseconds a call, more under the profiler); where that allocator cannot be
+  // learned, through at::empty_strided.
+  static at::Tensor allocate(const Allocation& a, c10::Device device) {
+    static std::mutex learned_mutex;
+    static std::unordered_map<int, c10::Allocator*> learned;
+    const auto options = at::TensorOptions().dtype(a.dtype).device(device);
+    c10::Allocator* allocator = nullptr;
+    {
+      std::lock_guard<std::mutex> guard(learned_mutex);
+      auto it = learned.find(static_cast<int>(device.type()));
+      if (it == learned.end()) {
+        const at::Tensor probe = at::empty({1}, options);
+        c10::Allocator* found = probe.storage().allocator();
+        it = learned.emplace(static_cast<int>(device.type()), found).first;
+      }
+      allocator = it->second;
+    }
+    if (allocator == nullptr) return at::empty_strided(a.sizes, a.strides, options);
+    const c10::DispatchKeySet keys(c10::computeDispatchKey(a.dtype, c10::kStrided, device));
+    return at::Tensor(at::detail::empty_strided_generic(a.sizes, a.strides, allocator, keys, a.dtype));
   }
 
   void encode(const TensorMapSpec& spec, uint64_t address, void* map) const {
