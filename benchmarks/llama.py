@@ -17,8 +17,9 @@ Providers: ``aten`` (PyTorch, default SDPA backend), ``aten-flash`` (SDPA restri
 FlashAttention), ``gems`` (the same model under ``gems_core.use_gems()``), ``gems-fused`` (under
 ``use_gems()``, written with gems' fused ops: residual add + RMSNorm, rotary embedding and
 SwiGLU's activation each one kernel; the same function, fewer calls). Per provider: prefill
-ms (the prompt), decode ms per token (CUDA events, after a full warm-up generation that also
-compiles and tunes gems' kernels), the relative error (Frobenius) of the final logits
+ms (the prompt), decode ms per token (CUDA events, the median of ``--repeat`` generations
+timed in rounds in which the providers take turns, after a full warm-up generation of each
+that also compiles and tunes gems' kernels), the relative error (Frobenius) of the final logits
 against the ``aten`` provider's, and the share of GPU kernel time spent in Triton (gems)
 kernels over a few profiled decode steps, with the largest kernels of each kind. On CUDA also
 the host's own cost: the milliseconds to issue one prefill and one decode step while a sleep
@@ -52,7 +53,7 @@ import time
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -623,56 +624,73 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     steps = torch.randint(0, config.vocab, (args.decode_steps, args.batch, 1), generator=g).to(device)
     clock = Clock(device)
 
-    results = []
+    rows: dict[str, dict[str, Any]] = {name: {"provider": name} for name in providers}
+    timings: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in providers}
+    last_logits: dict[str, torch.Tensor] = {}
     reference = None
+
+    def attempt(name: str, work: Callable[[], None]) -> None:
+        """``work`` in provider ``name``'s context; a failure is that provider's result."""
+        if "error" in rows[name]:
+            return
+        model.fused = name == "gems-fused"
+        try:
+            with provider_context(name):
+                work()
+        except Exception as exc:  # noqa: BLE001 - one provider failing is a result
+            rows[name]["error"] = f"{type(exc).__name__}: {exc}"[:500]
+            print(f"{name}: {rows[name]['error']}")
+        finally:
+            model.fused = False
+
     with GRAD_MODES[args.grad_mode]():
         if "aten" not in providers:  # the reference is ATen's, on the same inputs
             reference = generate(model, prompt, steps, clock, [], [])
+        # warm-up: compiles and tunes gems' kernels; the native layer records its recipes,
+        # which later use_gems() blocks of this process start from
         for name in providers:
-            row: dict[str, Any] = {"provider": name}
-            model.fused = name == "gems-fused"
-            try:
-                with provider_context(name):
-                    generate(model, prompt, steps, clock, [], [])  # warm-up: compile, tune
-                    prefill_ms: list[float] = []
-                    decode_ms: list[float] = []
-                    for _ in range(max(args.repeat, 1)):
-                        logits = generate(model, prompt, steps, clock, prefill_ms, decode_ms)
-                    breakdown: dict[str, Any] = {}
-                    if args.kernels > 0:  # one more prefill, profiled
-                        breakdown["prefill"] = profile_phase(model, prompt, steps, "prefill")
-                    decode = None
-                    if args.kernels > 0 or device.type == "cuda":
-                        decode = profile_phase(model, prompt, steps, "decode", args.profile_steps)
-                        if args.kernels > 0 and decode is not None:
-                            breakdown["decode"] = decode
-                    share = kernel_share(decode)
-                    host = host_issue_ms(model, prompt, steps)
-                    if args.host_profile:
-                        folder = Path(args.host_profile)
-                        folder.mkdir(parents=True, exist_ok=True)
-                        (folder / f"{name}-host.txt").write_text(
-                            host_profile(model, prompt, steps, max(args.profile_steps, 8)))
-            except Exception as exc:  # noqa: BLE001 - one provider failing is a result
-                row["error"] = f"{type(exc).__name__}: {exc}"[:500]
-                results.append(row)
-                print(f"{name}: {row['error']}")
-                continue
-            finally:
-                model.fused = False
-            if name == "aten":
-                reference = logits
-            row.update({
-                "prefill_ms": statistics.median(prefill_ms),
-                "decode_ms_per_token": statistics.median(decode_ms) if decode_ms else None,
-                "logits": logits,
-                "kernels": share,
-                "host_prefill_ms": host[0] if host else None,
-                "host_decode_ms": host[1] if host else None,
-                "gems_kernel_share": share["triton_share"] if share else None,
-                "kernel_breakdown": breakdown or None,
-            })
-            results.append(row)
+            attempt(name, lambda: generate(model, prompt, steps, clock, [], []))
+        # timed rounds, the providers taking turns: a host that drifts slows all alike
+        for _ in range(max(args.repeat, 1)):
+            for name in providers:
+                def timed(name: str = name) -> None:
+                    last_logits[name] = generate(model, prompt, steps, clock, *timings[name])
+                attempt(name, timed)
+        for name in providers:
+            row = rows[name]
+
+            def measure(name: str = name, row: dict[str, Any] = row) -> None:
+                breakdown: dict[str, Any] = {}
+                if args.kernels > 0:  # one more prefill, profiled
+                    breakdown["prefill"] = profile_phase(model, prompt, steps, "prefill")
+                decode = None
+                if args.kernels > 0 or device.type == "cuda":
+                    decode = profile_phase(model, prompt, steps, "decode", args.profile_steps)
+                    if args.kernels > 0 and decode is not None:
+                        breakdown["decode"] = decode
+                share = kernel_share(decode)
+                host = host_issue_ms(model, prompt, steps)
+                if args.host_profile:
+                    folder = Path(args.host_profile)
+                    folder.mkdir(parents=True, exist_ok=True)
+                    (folder / f"{name}-host.txt").write_text(
+                        host_profile(model, prompt, steps, max(args.profile_steps, 8)))
+                prefill_ms, decode_ms = timings[name]
+                row.update({
+                    "prefill_ms": statistics.median(prefill_ms),
+                    "decode_ms_per_token": statistics.median(decode_ms) if decode_ms else None,
+                    "logits": last_logits[name],
+                    "kernels": share,
+                    "host_prefill_ms": host[0] if host else None,
+                    "host_decode_ms": host[1] if host else None,
+                    "gems_kernel_share": share["triton_share"] if share else None,
+                    "kernel_breakdown": breakdown or None,
+                })
+
+            attempt(name, measure)
+        if "aten" in last_logits:
+            reference = last_logits["aten"]
+    results = [rows[name] for name in providers]
     for row in results:
         logits = row.pop("logits", None)
         if logits is not None and reference is not None:

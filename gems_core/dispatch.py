@@ -8,6 +8,7 @@ compile failures reach ATen's own kernel (captured before gems overrides it).
 from __future__ import annotations
 
 import difflib
+import itertools
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -170,6 +171,18 @@ def _make_kernel(
     return backend_kernel
 
 
+_shelf_numbers = itertools.count(1)
+
+
+def _shelf(rt: runtime.Runtime) -> int:
+    """A number for ``rt`` that no other runtime of this process gets: the native layer's
+    recipes are shared between registrations of one runtime only."""
+    number = getattr(rt, "native_shelf", None)
+    if number is None:
+        number = rt.native_shelf = next(_shelf_numbers)  # type: ignore[attr-defined]
+    return number
+
+
 def _register(ops: frozenset[str]) -> _State:
     rt = runtime.current()
     execution = rt.selection.execution
@@ -203,7 +216,9 @@ def _register(ops: frozenset[str]) -> _State:
                     else:
                         library.impl(name, autograd_kernel, op_key, with_keyset=True)
                 if fronted:
-                    native.front(registration, name, kernel)
+                    # the recipes outlive this registration: the next one of this runtime
+                    # (a use_gems() block entered again) starts from them
+                    native.front(registration, name, kernel, f"{_shelf(rt)}/{key}/{name}")
                 else:
                     library.impl(name, kernel, key, with_keyset=False)
                 served.add(name)

@@ -66,13 +66,18 @@ def variant(point: str) -> Callable[..., bool] | None:
 @contextmanager
 def suspended(*points: str) -> Iterator[None]:
     """Inside the block the variants at ``points`` are not offered calls (the portable
-    kernels serve them): for comparing the two. Process-wide."""
+    kernels serve them): for comparing the two. Process-wide. The plans and native recipes
+    made on either side of the block's edges are dropped (they name the kernels chosen)."""
+    from . import plan_cache
+
     added = [p for p in points if p not in _turned_off]
     _turned_off.update(added)
+    plan_cache.clear_all()
     try:
         yield
     finally:
         _turned_off.difference_update(added)
+        plan_cache.clear_all()
 
 
 def offer(point: str, *args: Any) -> bool:

@@ -91,6 +91,37 @@ def test_second_call_is_recorded_and_later_calls_replay(fake):  # type: ignore[n
 
 
 @needs_layer
+def test_registrations_on_one_shelf_share_their_recipes(fake):  # type: ignore[no-untyped-def]
+    """A registration of an op on the shelf of an earlier one (a use_gems() block entered
+    again) replays its recipes at once; another shelf, or after clear_all, starts afresh."""
+    layer.clear_all()
+    x = torch.randn(5)
+
+    def calls_on(shelf: str, count: int) -> dict:
+        reg = layer.Registration("gems_native_test", "CPU")
+        try:
+            reg.impl("twice", twice, record_call, 16, shelf)
+            for _ in range(count):
+                torch.ops.gems_native_test.twice(x, 0.25)
+            return reg.stats()[0]
+        finally:
+            reg.close()
+
+    first = calls_on("test-shelf", 2)
+    assert (first["python_calls"], first["recorded"], first["hits"]) == (2, 1, 0)
+    again = calls_on("test-shelf", 2)
+    assert (again["python_calls"], again["hits"], again["recipes"]) == (0, 2, 1)
+    other = calls_on("another-shelf", 1)
+    assert (other["python_calls"], other["hits"]) == (1, 0)
+    unshared = calls_on("", 1)
+    assert (unshared["python_calls"], unshared["hits"]) == (1, 0)
+    layer.clear_all()
+    cleared = calls_on("test-shelf", 1)
+    assert (cleared["python_calls"], cleared["hits"]) == (1, 0)
+    assert len(layer.take_launch_log()) == 2  # the two replays on the shelf
+
+
+@needs_layer
 def test_keys_separate_what_the_python_path_depends_on(fake):  # type: ignore[no-untyped-def]
     reg = fake("twice", twice)
     calls.clear()

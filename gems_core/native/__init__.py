@@ -144,11 +144,14 @@ def open_registration(namespace: str, execution: Any, autograd: bool = False) ->
     return layer.Registration(namespace, key)
 
 
-def front(registration: Any, name: str, kernel: Any) -> None:
-    """Put a native kernel in front of the Python ``kernel`` of op ``name``."""
+def front(registration: Any, name: str, kernel: Any, shelf: str = "") -> None:
+    """Put a native kernel in front of the Python ``kernel`` of op ``name``. Kernels given
+    the same ``shelf`` share what they learn (recipes, keys seen and refused), so a later
+    registration of the same op and runtime starts from an earlier one's recipes; "" keeps
+    them to this kernel."""
     from .recorder import record_call
 
-    registration.impl(name, kernel, record_call, LIMIT)
+    registration.impl(name, kernel, record_call, LIMIT, shelf)
 
 
 def gate(registration: Any, name: str, autograd_kernel: Any) -> None:

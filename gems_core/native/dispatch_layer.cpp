@@ -434,6 +434,36 @@ void push_result(const c10::FunctionSchema& schema, torch::jit::Stack* stack, si
   for (auto& v : values) stack->push_back(std::move(v));
 }
 
+// What a native kernel learns about its keys: recipes, keys seen once, keys refused. A
+// registration's kernel may take the book of an earlier registration of the same op (a
+// *shelf* name the Python side gives, naming the op, the dispatch key and the runtime), so
+// that recipes outlive ``use_gems()`` blocks: a block entered again starts from them.
+struct Book {
+  std::mutex mutex;
+  std::unordered_map<Key, std::shared_ptr<const Recipe>, KeyHash> recipes;
+  std::unordered_set<Key, KeyHash> seen;
+  std::unordered_set<Key, KeyHash> refused;
+
+  void clear() {
+    std::lock_guard<std::mutex> guard(mutex);
+    recipes.clear();
+    seen.clear();
+    refused.clear();
+  }
+};
+
+std::mutex shelves_mutex;
+std::unordered_map<std::string, std::shared_ptr<Book>> shelves;
+
+// The book on ``shelf`` (a new one, kept there, on first use); an unshared book for "".
+std::shared_ptr<Book> book_on(const std::string& shelf) {
+  if (shelf.empty()) return std::make_shared<Book>();
+  std::lock_guard<std::mutex> guard(shelves_mutex);
+  auto& book = shelves[shelf];
+  if (!book) book = std::make_shared<Book>();
+  return book;
+}
+
 class NativeKernel;
 std::mutex live_mutex;
 std::unordered_set<NativeKernel*> live_kernels;
@@ -441,8 +471,8 @@ std::unordered_set<NativeKernel*> live_kernels;
 class NativeKernel final : public c10::OperatorKernel {
  public:
   NativeKernel(std::string name, c10::DeviceType device_type, py::object python_kernel, py::object recorder,
-               size_t limit)
-      : name_(std::move(name)), device_type_(device_type), limit_(limit) {
+               size_t limit, std::shared_ptr<Book> book)
+      : name_(std::move(name)), device_type_(device_type), limit_(limit), book_(std::move(book)) {
     python_kernel_ = python_kernel.release().ptr();
     recorder_ = recorder.release().ptr();
     std::lock_guard<std::mutex> guard(live_mutex);
@@ -481,9 +511,9 @@ class NativeKernel final : public c10::OperatorKernel {
       if (!device.is_cpu()) key.push_back(c10::impl::getDeviceGuardImpl(device.type())->getStream(device).id());
       std::shared_ptr<const Recipe> recipe;
       {
-        std::lock_guard<std::mutex> guard(mutex_);
-        auto found = recipes_.find(key);
-        if (found != recipes_.end()) recipe = found->second;
+        std::lock_guard<std::mutex> guard(book_->mutex);
+        auto found = book_->recipes.find(key);
+        if (found != book_->recipes.end()) recipe = found->second;
       }
       if (recipe) {
         run(*recipe, stack, n, device);
@@ -494,18 +524,13 @@ class NativeKernel final : public c10::OperatorKernel {
     call_python(op, stack, n, keyed ? &key : nullptr);
   }
 
-  void clear() {
-    std::lock_guard<std::mutex> guard(mutex_);
-    recipes_.clear();
-    seen_.clear();
-    refused_keys_.clear();
-  }
+  void clear() { book_->clear(); }
 
   py::dict stats() {
     py::dict d;
-    std::lock_guard<std::mutex> guard(mutex_);
+    std::lock_guard<std::mutex> guard(book_->mutex);
     d["op"] = name_;
-    d["recipes"] = recipes_.size();
+    d["recipes"] = book_->recipes.size();
     d["hits"] = hits_.load();
     d["python_calls"] = python_calls_.load();
     d["recorded"] = recorded_.load();
@@ -690,14 +715,14 @@ class NativeKernel final : public c10::OperatorKernel {
     if (checking) {
       record = true;
     } else if (key != nullptr) {
-      std::lock_guard<std::mutex> guard(mutex_);
-      if (refused_keys_.count(*key)) {
+      std::lock_guard<std::mutex> guard(book_->mutex);
+      if (book_->refused.count(*key)) {
         record = false;  // recorded once and refused: the Python path from now on
-      } else if (seen_.count(*key)) {
+      } else if (book_->seen.count(*key)) {
         record = true;
       } else {
-        if (seen_.size() >= limit_) seen_.clear();
-        seen_.insert(*key);
+        if (book_->seen.size() >= limit_) book_->seen.clear();
+        book_->seen.insert(*key);
       }
     }
     py::list args;
@@ -730,16 +755,16 @@ class NativeKernel final : public c10::OperatorKernel {
             CheckingScope scope;
             check(*recipe, *stack, schema.returns().size(), copies, n);
           }
-          std::lock_guard<std::mutex> guard(mutex_);
-          if (recipes_.size() >= limit_) recipes_.clear();
-          recipes_[*key] = recipe;
+          std::lock_guard<std::mutex> guard(book_->mutex);
+          if (book_->recipes.size() >= limit_) book_->recipes.clear();
+          book_->recipes[*key] = recipe;
           recorded_.fetch_add(1, std::memory_order_relaxed);
           return;
         }
         if (recipe) {
-          std::lock_guard<std::mutex> guard(mutex_);
-          if (recipes_.size() >= limit_) recipes_.clear();
-          recipes_[*key] = recipe;
+          std::lock_guard<std::mutex> guard(book_->mutex);
+          if (book_->recipes.size() >= limit_) book_->recipes.clear();
+          book_->recipes[*key] = recipe;
           recorded_.fetch_add(1, std::memory_order_relaxed);
         } else {
           refuse(*key);
@@ -753,9 +778,9 @@ class NativeKernel final : public c10::OperatorKernel {
 
   void refuse(const Key& key) {
     refused_.fetch_add(1, std::memory_order_relaxed);
-    std::lock_guard<std::mutex> guard(mutex_);
-    if (refused_keys_.size() >= limit_) refused_keys_.clear();
-    refused_keys_.insert(key);
+    std::lock_guard<std::mutex> guard(book_->mutex);
+    if (book_->refused.size() >= limit_) book_->refused.clear();
+    book_->refused.insert(key);
   }
 
   // Copies of a call's tensor operands with the same sizes and strides (operands whose
@@ -931,10 +956,7 @@ class NativeKernel final : public c10::OperatorKernel {
   size_t limit_;
   PyObject* python_kernel_ = nullptr;
   PyObject* recorder_ = nullptr;
-  std::mutex mutex_;
-  std::unordered_map<Key, std::shared_ptr<const Recipe>, KeyHash> recipes_;
-  std::unordered_set<Key, KeyHash> seen_;
-  std::unordered_set<Key, KeyHash> refused_keys_;
+  std::shared_ptr<Book> book_;
   std::atomic<uint64_t> hits_{0}, python_calls_{0}, recorded_{0}, refused_{0};
 };
 
@@ -1011,11 +1033,12 @@ class Registration {
       : key_(c10::parseDispatchKey(dispatch_key)),
         library_(std::make_unique<torch::Library>(torch::Library::IMPL, ns, key_, __FILE__, __LINE__)) {}
 
-  void impl(const std::string& name, py::object python_kernel, py::object recorder, size_t limit) {
+  void impl(const std::string& name, py::object python_kernel, py::object recorder, size_t limit,
+            const std::string& shelf) {
     TORCH_CHECK(library_, "gems: this registration is closed");
     torch::PyWarningHandler handler;  // an override warning becomes a Python warning
     auto kernel = std::make_unique<NativeKernel>(name, c10::dispatchKeyToDeviceType(key_), std::move(python_kernel),
-                                                 std::move(recorder), limit);
+                                                 std::move(recorder), limit, book_on(shelf));
     kernels_.push_back(kernel.get());
     library_->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
   }
@@ -1061,8 +1084,12 @@ class Registration {
 };
 
 void clear_all() {
-  std::lock_guard<std::mutex> guard(live_mutex);
-  for (NativeKernel* k : live_kernels) k->clear();
+  {
+    std::lock_guard<std::mutex> guard(live_mutex);
+    for (NativeKernel* k : live_kernels) k->clear();
+  }
+  std::lock_guard<std::mutex> guard(shelves_mutex);
+  for (auto& [shelf, book] : shelves) book->clear();
 }
 
 std::string load_driver() {
@@ -1090,7 +1117,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "gems' native dispatch layer";
   py::class_<Registration>(m, "Registration")
       .def(py::init<const std::string&, const std::string&>())
-      .def("impl", &Registration::impl)
+      .def("impl", &Registration::impl, py::arg("name"), py::arg("python_kernel"), py::arg("recorder"),
+           py::arg("limit"), py::arg("shelf") = std::string())
       .def("gate", &Registration::gate)
       .def("stats", &Registration::stats)
       .def("close", &Registration::close);
