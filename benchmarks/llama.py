@@ -17,14 +17,15 @@ Providers: ``aten`` (PyTorch, default SDPA backend), ``aten-flash`` (SDPA restri
 FlashAttention), ``gems`` (the same model under ``gems_core.use_gems()``), ``gems-fused`` (under
 ``use_gems()``, written with gems' fused ops: residual add + RMSNorm, rotary embedding and
 SwiGLU's activation each one kernel; the same function, fewer calls). Per provider: prefill
-ms (the prompt), decode ms per token (CUDA events, the median of ``--repeat`` generations
-timed in rounds in which the providers take turns, after a full warm-up generation of each
-that also compiles and tunes gems' kernels), the relative error (Frobenius) of the final logits
+ms (the prompt), decode ms per token (CUDA events, the median of ``--repeat`` generations,
+each timing in the JSON, after a full warm-up generation of every provider that also
+compiles and tunes gems' kernels), the relative error (Frobenius) of the final logits
 against the ``aten`` provider's, and the share of GPU kernel time spent in Triton (gems)
 kernels over a few profiled decode steps, with the largest kernels of each kind. On CUDA also
-the host's own cost: the milliseconds to issue one prefill and one decode step while a sleep
-kernel queued first keeps the GPU busy (``host_prefill_ms``, ``host_decode_ms``): a provider
-whose host cost exceeds its GPU time is host-bound.
+the host's cost to issue one prefill and one decode step while a sleep kernel queued first
+keeps the GPU busy (``host_prefill_ms``, ``host_decode_ms``). That is the host path with the
+launches queued behind running work, not the host time of an idle GPU: on the H100 ATen's
+calls cost more so (its decode step 10-13 ms to issue, 5.6-6.3 ms when timed end to end).
 
 Which kernels lose (``--kernels N``, default 12; 0 turns it off): per provider, one more
 prefill and the ``--profile-steps`` decode steps run under torch.profiler, and each phase's
@@ -580,6 +581,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help=f"comma-separated, of {', '.join(PROVIDERS)} (default: all; "
                         "aten-flash only on CUDA)")
     parser.add_argument("--repeat", type=int, default=3, help="timed generations (median)")
+    parser.add_argument("--interleave", action="store_true",
+                        help="time the generations in rounds, the providers taking turns (default: "
+                        "each provider's back to back; taking turns slowed ATen's prefill about 2x "
+                        "on an H100: docs/measurements.md, session 10)")
     parser.add_argument("--profile-steps", type=int, default=4, help="decode steps profiled")
     parser.add_argument("--kernels", type=int, default=12, metavar="N",
                         help="per provider, profile one more prefill and the decode steps and "
@@ -650,9 +655,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # which later use_gems() blocks of this process start from
         for name in providers:
             attempt(name, lambda: generate(model, prompt, steps, clock, [], []))
-        # timed rounds, the providers taking turns: a host that drifts slows all alike
-        for _ in range(max(args.repeat, 1)):
-            for name in providers:
+        # each provider's generations back to back, or with --interleave in rounds, the
+        # providers taking turns
+        repeats = max(args.repeat, 1)
+        order = [providers] * repeats if args.interleave else [[name] * repeats for name in providers]
+        for turn in order:
+            for name in turn:
                 def timed(name: str = name) -> None:
                     last_logits[name] = generate(model, prompt, steps, clock, *timings[name])
                 attempt(name, timed)
@@ -679,6 +687,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 row.update({
                     "prefill_ms": statistics.median(prefill_ms),
                     "decode_ms_per_token": statistics.median(decode_ms) if decode_ms else None,
+                    "prefill_ms_runs": prefill_ms,
+                    "decode_ms_runs": decode_ms,
                     "logits": last_logits[name],
                     "kernels": share,
                     "host_prefill_ms": host[0] if host else None,
