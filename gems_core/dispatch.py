@@ -8,7 +8,6 @@ compile failures reach ATen's own kernel (captured before gems overrides it).
 from __future__ import annotations
 
 import difflib
-import itertools
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -171,18 +170,6 @@ def _make_kernel(
     return backend_kernel
 
 
-_shelf_numbers = itertools.count(1)
-
-
-def _shelf(rt: runtime.Runtime) -> int:
-    """A number for ``rt`` that no other runtime of this process gets: the native layer's
-    recipes are shared between registrations of one runtime only."""
-    number = getattr(rt, "native_shelf", None)
-    if number is None:
-        number = rt.native_shelf = next(_shelf_numbers)  # type: ignore[attr-defined]
-    return number
-
-
 def _register(ops: frozenset[str]) -> _State:
     rt = runtime.current()
     execution = rt.selection.execution
@@ -218,7 +205,7 @@ def _register(ops: frozenset[str]) -> _State:
                 if fronted:
                     # the recipes outlive this registration: the next one of this runtime
                     # (a use_gems() block entered again) starts from them
-                    native.front(registration, name, kernel, f"{_shelf(rt)}/{key}/{name}")
+                    native.front(registration, name, kernel, f"{rt.number}/{key}/{name}")
                 else:
                     library.impl(name, kernel, key, with_keyset=False)
                 served.add(name)

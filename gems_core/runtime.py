@@ -7,6 +7,7 @@ never at import: importing gems_core has no side effects beyond defining names.
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from dataclasses import dataclass, field
 
@@ -16,12 +17,18 @@ from .policy import Policy, build_policy
 from .selection import Selection, select
 
 
+_numbers = itertools.count(1)
+
+
 @dataclass
 class Runtime:
     selection: Selection
     policy: Policy
     #: overload -> why it went to ATen at run time (e.g. a compile failure on this chip)
     runtime_fallbacks: dict[str, str] = field(default_factory=dict)
+    #: unique among this process's runtimes: the native layer shares recipes between
+    #: registrations of one runtime only
+    number: int = field(default_factory=lambda: next(_numbers), compare=False)
 
     @property
     def interpreter(self) -> bool:

@@ -629,19 +629,13 @@ class NativeKernel final : public c10::OperatorKernel {
   // (a few microseconds a call, more under the profiler); where that allocator cannot be
   // learned, through at::empty_strided.
   static at::Tensor allocate(const Allocation& a, c10::Device device) {
-    static std::mutex learned_mutex;
-    static std::unordered_map<int, c10::Allocator*> learned;
+    static std::atomic<c10::Allocator*> learned[static_cast<int>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)];
     const auto options = at::TensorOptions().dtype(a.dtype).device(device);
-    c10::Allocator* allocator = nullptr;
-    {
-      std::lock_guard<std::mutex> guard(learned_mutex);
-      auto it = learned.find(static_cast<int>(device.type()));
-      if (it == learned.end()) {
-        const at::Tensor probe = at::empty({1}, options);
-        c10::Allocator* found = probe.storage().allocator();
-        it = learned.emplace(static_cast<int>(device.type()), found).first;
-      }
-      allocator = it->second;
+    auto& slot = learned[static_cast<int>(device.type())];
+    c10::Allocator* allocator = slot.load(std::memory_order_acquire);
+    if (allocator == nullptr) {  // first use (two threads may both learn it: the same answer)
+      allocator = at::empty({1}, options).storage().allocator();
+      slot.store(allocator, std::memory_order_release);
     }
     if (allocator == nullptr) return at::empty_strided(a.sizes, a.strides, options);
     const c10::DispatchKeySet keys(c10::computeDispatchKey(a.dtype, c10::kStrided, device));
@@ -755,17 +749,11 @@ class NativeKernel final : public c10::OperatorKernel {
             CheckingScope scope;
             check(*recipe, *stack, schema.returns().size(), copies, n);
           }
-          std::lock_guard<std::mutex> guard(book_->mutex);
-          if (book_->recipes.size() >= limit_) book_->recipes.clear();
-          book_->recipes[*key] = recipe;
-          recorded_.fetch_add(1, std::memory_order_relaxed);
+          keep(*key, std::move(recipe));
           return;
         }
         if (recipe) {
-          std::lock_guard<std::mutex> guard(book_->mutex);
-          if (book_->recipes.size() >= limit_) book_->recipes.clear();
-          book_->recipes[*key] = recipe;
-          recorded_.fetch_add(1, std::memory_order_relaxed);
+          keep(*key, std::move(recipe));
         } else {
           refuse(*key);
         }
@@ -774,6 +762,13 @@ class NativeKernel final : public c10::OperatorKernel {
       }
     }
     push_result(schema, stack, n, out);
+  }
+
+  void keep(const Key& key, std::shared_ptr<const Recipe> recipe) {
+    recorded_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> guard(book_->mutex);
+    if (book_->recipes.size() >= limit_) book_->recipes.clear();
+    book_->recipes[key] = std::move(recipe);
   }
 
   void refuse(const Key& key) {

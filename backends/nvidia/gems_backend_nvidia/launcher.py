@@ -125,6 +125,11 @@ def reported(compiled: Any) -> _Reported | None:
     return _Reported((int(compiled.function), 32 * warps, shared, "".join(codes), None), tuple(expand))
 
 
+def _dims(grid: Sequence[int]) -> tuple[int, ...]:
+    """A grid as three dimensions."""
+    return tuple(grid) + (1,) * (3 - len(grid))
+
+
 class KeptLauncher:
     """Launches ``kernel`` with ``options`` (``num_warps``, ``maxnreg``, ...), keeping the
     compiled kernel of each signature key."""
@@ -157,8 +162,7 @@ class KeptLauncher:
                 return  # a Triton whose launch returns no compiled kernel: every call goes through it
 
             def kept(grid: Sequence[int], stream: int, args: tuple[Any, ...]) -> None:
-                dims = tuple(grid) + (1,) * (3 - len(grid))
-                run(dims[0], dims[1], dims[2], stream, function, packed, None, None, None, *args)
+                run(*_dims(grid), stream, function, packed, None, None, None, *args)
 
             self._compiled[key] = kept
             try:
@@ -173,8 +177,7 @@ class KeptLauncher:
         if how is None:
             recording.impure = True
             return
-        dims = tuple(grid) + (1,) * (3 - len(grid))
-        recording.native.append((how, dims, how.parameters(args)))  # type: ignore[union-attr]
+        recording.native.append((how, _dims(grid), how.parameters(args)))  # type: ignore[union-attr]
 
     def kept(self) -> int:
         """How many signatures launch through their compiled kernel directly."""
