@@ -555,6 +555,31 @@ def host_issue_ms(model: CachedLlama, prompt: torch.Tensor, steps: torch.Tensor,
     return statistics.median(prefills), statistics.median(decode)
 
 
+def python_path(model: CachedLlama, prompt: torch.Tensor, steps: torch.Tensor) -> dict[str, Any] | None:
+    """Calls that ran gems' Python kernels rather than a native replay, per phase (one
+    prefill, one decode step), by op: what is left of the host path to move into the native
+    dispatch layer. None where the layer does not serve (no gems block, the cpu backend)."""
+    from gems_core import dispatch
+
+    def snapshot() -> dict[str, tuple[int, int]]:
+        return {(s["op"] + (" (gate)" if s.get("gate") else "")): (s.get("python_calls", 0), s.get("hits", 0))
+                for s in dispatch.native_stats()}
+
+    if not snapshot():
+        return None
+    out: dict[str, Any] = {}
+    for phase, work in (("prefill", lambda: model(prompt, 0)),
+                        ("decode", lambda: model(steps[0], prompt.shape[1]))):
+        before = snapshot()
+        work()
+        after = snapshot()
+        python = {op: calls - before.get(op, (0, 0))[0] for op, (calls, _) in after.items()
+                  if calls - before.get(op, (0, 0))[0]}
+        hits = sum(h - before.get(op, (0, 0))[1] for op, (_, h) in after.items())
+        out[phase] = {"native_replays": hits, "python_calls": dict(sorted(python.items()))}
+    return out
+
+
 def relative_error(got: torch.Tensor, reference: torch.Tensor) -> float:
     got, reference = got.double(), reference.double()
     return float(torch.linalg.vector_norm(got - reference) / torch.linalg.vector_norm(reference))
@@ -680,6 +705,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         breakdown["decode"] = decode
                 share = kernel_share(decode)
                 host = host_issue_ms(model, prompt, steps)
+                python = python_path(model, prompt, steps) if name.startswith("gems") else None
                 if args.host_profile:
                     folder = Path(args.host_profile)
                     folder.mkdir(parents=True, exist_ok=True)
@@ -695,6 +721,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "kernels": share,
                     "host_prefill_ms": host[0] if host else None,
                     "host_decode_ms": host[1] if host else None,
+                    "python_path": python,
                     "gems_kernel_share": share["triton_share"] if share else None,
                     "kernel_breakdown": breakdown or None,
                 })
@@ -776,6 +803,11 @@ def report(payload: dict[str, Any]) -> str:
             f"{num(row.get('host_prefill_ms'), '14.2f')}{num(row.get('host_decode_ms'), '13.3f')}"
         )
     lines += category_report(payload)
+    for row in payload["results"]:
+        for phase, data in (row.get("python_path") or {}).items():
+            calls = ", ".join(f"{op} {n}" for op, n in data["python_calls"].items()) or "none"
+            lines.append(f"{row['provider']} {phase}: {data['native_replays']} native replays; "
+                         f"calls through Python: {calls}")
     for row in payload["results"]:
         for phase in ("prefill", "decode"):
             data = (row.get("kernel_breakdown") or {}).get(phase)

@@ -133,6 +133,10 @@ def test_mlp_trains_with_gems_backward_kernels(approximate: str) -> None:
     codes = frozenset().union(*implementations(("gelu_backward", "silu_backward")).values())
     with RouteWatch(codes) as watch, gems_core.use_gems(include=OPS):
         got = torch.autograd.grad(loss(), (w1, w2))
-    assert watch.hit, "the backward kernels did not run on gems"
+        # on an accelerator the backward runs in autograd's device thread, which the watch
+        # (a profile hook of this thread) does not see: the native layer's counts tell
+        served = any(s["op"] in ("gelu_backward", "silu_backward") and s["hits"] + s["python_calls"] > 0
+                     for s in gems_core.dispatch.native_stats() if not s.get("gate"))
+    assert watch.hit or served, "the backward kernels did not run on gems"
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)

@@ -267,3 +267,32 @@ def test_gpu_events_are_attributed_to_their_ops() -> None:
     assert share["top_triton"][0] == {"kernel": "_mm_kernel", "us_per_step": 20.0}
     assert share["top_other"] == [{"kernel": "vectorized_elementwise_kernel<CUDAFunctor_add>",
                                    "us_per_step": 1.0}]
+
+
+def test_python_path_counts_the_calls_that_missed_the_native_layer(monkeypatch) -> None:
+    """Per phase, the ops whose calls ran gems' Python kernels (the counters' growth over one
+    prefill and one decode step) and the calls replayed natively; None without the layer."""
+    import torch
+
+    from gems_core import dispatch
+
+    bench = _bench()
+    counters = {"arange.start_out": [0, 0], "mm": [0, 0]}  # python calls, native hits
+
+    def stats() -> list[dict]:
+        return [{"op": op, "python_calls": c[0], "hits": c[1]} for op, c in counters.items()]
+
+    class Model:
+        def __call__(self, tokens: torch.Tensor, start: int) -> None:
+            counters["arange.start_out"][0] += 1
+            counters["mm"][1] += 7 if start == 0 else 3
+
+    monkeypatch.setattr(dispatch, "native_stats", stats)
+    prompt, steps = torch.zeros(1, 4, dtype=torch.long), torch.zeros(2, 1, 1, dtype=torch.long)
+    report = bench.python_path(Model(), prompt, steps)
+    assert report == {
+        "prefill": {"native_replays": 7, "python_calls": {"arange.start_out": 1}},
+        "decode": {"native_replays": 3, "python_calls": {"arange.start_out": 1}},
+    }
+    monkeypatch.setattr(dispatch, "native_stats", lambda: [])
+    assert bench.python_path(Model(), prompt, steps) is None

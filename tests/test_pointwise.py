@@ -212,3 +212,27 @@ def test_float64_clamp_with_number_bounds(call) -> None:
     assert torch.equal(got.isnan(), expected.isnan())
     assert torch.equal(torch.nan_to_num(got), torch.nan_to_num(expected))
     assert torch.equal(torch.signbit(got), torch.signbit(expected))
+
+
+def test_programs_are_sized_by_the_bytes_each_element_reads_from_full_inputs() -> None:
+    """A THREAD_BYTES config gives each thread about that many bytes to load, summed over the
+    inputs read in full: a bf16 add half the elements of a bf16 unary op, a broadcast or 0-d
+    operand counting nothing, a fill sized by its output."""
+    from gems_core import KernelConfig
+    from gems_core.codegen.pointwise import _sized, streamed_bytes
+
+    a, b = torch.randn(4, 8, dtype=torch.bfloat16), torch.randn(4, 8, dtype=torch.bfloat16)
+    row, scalar = torch.randn(8, dtype=torch.bfloat16), torch.tensor(2.0)
+    out = torch.empty(4, 8, dtype=torch.bfloat16)
+    assert streamed_bytes([a, b], [out], 32) == 4
+    assert streamed_bytes([a], [out], 32) == 2
+    assert streamed_bytes([a, row, scalar], [out], 32) == 2
+    assert streamed_bytes([row], [out.float()], 32) == 4
+    config = KernelConfig({"BLOCK_SIZE": 1024, "THREAD_BYTES": 16}, num_warps=8)
+    assert _sized(config, 4).params == {"BLOCK_SIZE": 1024}  # 4 elements a thread
+    assert _sized(config, 2).params == {"BLOCK_SIZE": 2048}
+    assert _sized(config, 8).params == {"BLOCK_SIZE": 512}
+    assert _sized(config, 24).params == {"BLOCK_SIZE": 256}  # at least one element a thread
+    assert _sized(config, 4).num_warps == 8
+    plain = KernelConfig({"BLOCK_SIZE": 1024}, num_warps=4)
+    assert _sized(plain, 2) == plain

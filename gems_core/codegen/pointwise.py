@@ -54,7 +54,8 @@ POINTWISE = Tunable(
     params=("BLOCK_SIZE", "THREAD_BYTES"),
     defaults=[KernelConfig({"BLOCK_SIZE": 1024}, num_warps=4)],
     description="every generated elementwise kernel (one program per BLOCK_SIZE elements; with "
-    "THREAD_BYTES, as many elements as give each thread THREAD_BYTES of the widest operand)",
+    "THREAD_BYTES, as many elements as give each thread THREAD_BYTES to load, summed over the "
+    "inputs read in full)",
     optional=("THREAD_BYTES",),
 )
 
@@ -392,7 +393,7 @@ class PointwiseOp:
         static: list[int] = [numel, *merged_shape[1:]]
         for s in (*in_strides, *out_strides):
             static += s
-        config = _sized(POINTWISE.choose("all"), max(t.element_size() for t in (*tensor_inputs, *outs)))
+        config = _sized(POINTWISE.choose("all"), streamed_bytes(tensor_inputs, outs, numel))
         grid = (cdiv(numel, config.params["BLOCK_SIZE"]), 1, 1)
         launch = Launch(
             module.launch, grid, len(args) + len(outs), tuple(static), outs[0].device,
@@ -402,17 +403,25 @@ class PointwiseOp:
         return _Plan(kinds, extra_kinds, launch)
 
 
+def streamed_bytes(inputs: Sequence[torch.Tensor], outs: Sequence[torch.Tensor], numel: int) -> int:
+    """Bytes read per element of the result from the inputs read in full (a broadcast or
+    0-d input is read once per program at most and counts nothing); the widest output's
+    element size where no input is read in full (a fill, a broadcast)."""
+    streamed = sum(t.element_size() for t in inputs if t.numel() == numel)
+    return streamed or max(o.element_size() for o in outs)
+
+
 @functools.lru_cache(maxsize=64)
-def _sized(config: KernelConfig, itemsize: int) -> KernelConfig:
-    """``config`` as launched for operands of ``itemsize`` bytes at most: a THREAD_BYTES
-    config becomes the BLOCK_SIZE that gives each thread that many bytes of the widest
-    operand (32 over 4 warps: 1024 fp32 or 2048 bf16 elements a program), at least its
-    BLOCK_SIZE's warps' worth of one element a thread."""
+def _sized(config: KernelConfig, element_bytes: int) -> KernelConfig:
+    """``config`` as launched where each element of the result reads ``element_bytes``
+    (:func:`streamed_bytes`): a THREAD_BYTES config becomes the BLOCK_SIZE that gives each
+    thread about that many bytes to load (16 over 8 warps: a bf16 add 4 elements a thread,
+    1024 a program; a bf16 unary op 8 and 2048), at least one element a thread."""
     width = config.params.get("THREAD_BYTES")
     if not width:
         return config
     threads = 32 * config.num_warps
-    block = max(threads, next_power_of_2(threads * max(1, width // itemsize)))
+    block = max(threads, next_power_of_2(threads * max(1, width // element_bytes)))
     return KernelConfig({"BLOCK_SIZE": block}, num_warps=config.num_warps, num_stages=config.num_stages,
                         options=config.options)
 

@@ -49,15 +49,17 @@ _AMPERE_MEMORY_BOUND: dict[str, list[KernelConfig]] = {
     "softmax": [_tile(1, 1024, 4), _tile(1, 4096, 8), _tile(4, 256, 4)],
     "norm": [_row(1024, 4), _row(4096, 8), _row(256, 2)],
 }
-# Hopper numbers from benchmarks/sweep.py (docs/measurements.md). Pointwise: on an H200
-# (session 5, runs 1-3) 4 warps with 32 bytes of the widest operand a thread (two 16-byte
-# accesses: 1024 fp32 or 2048 bf16 elements a program) were the best block in every case:
-# 1024/4 took the fp32 unary ops from 0.96-0.97x (4096/8) to 1.00x, while bf16 gelu wants its
-# 2048 (1024/4: 0.91x); cache hints (evict-first loads, streaming stores) cost 5-12 %.
+# Hopper numbers from benchmarks/sweep.py (docs/measurements.md). Pointwise (H100, session
+# 11, run 11.3): 8 warps with 16 bytes a thread to load, summed over the inputs read in full
+# (a binary op 4 bf16 or 2 fp32 elements of each input a thread, a unary op 8 or 4): binary
+# ops 1.00-1.02x ATen against 1.00x with 32 bytes of the widest operand over 4 warps (the
+# previous choice, from an H200 in session 5), unary ops and broadcast adds as before or
+# better (0.99-1.05x; 8 bytes a thread cost them 2-7 %); cache hints (evict-first loads,
+# streaming or write-through stores, .cg), persistent loops and TMA blocks were no faster.
 # Reductions along memory prefer 8x512 or 2x2048 tiles, reductions over a leading dim
 # (contiguous kept axis) tall, narrow tiles.
 _HOPPER_MEMORY_BOUND: dict[str, list[KernelConfig]] = {
-    "pointwise": [KernelConfig({"BLOCK_SIZE": 1024, "THREAD_BYTES": 32}, num_warps=4, num_stages=1)],
+    "pointwise": [KernelConfig({"BLOCK_SIZE": 1024, "THREAD_BYTES": 16}, num_warps=8, num_stages=1)],
     "reduction": [
         _tile(8, 512, 8), _tile(2, 2048, 8), _tile(1, 1024, 4),
         _tile(64, 64, 8), _tile(128, 32, 8), _tile(32, 64, 4),
