@@ -28,6 +28,10 @@ keeps the GPU busy (``host_prefill_ms``, ``host_decode_ms``). That is the host p
 launches queued behind running work, not the host time of an idle GPU: on the H100 ATen's
 calls cost more so (its decode step 10-13 ms to issue, 5.6-6.3 ms when timed end to end).
 
+For gems providers on a GPU, ``python_path`` lists per phase (one prefill, one decode step)
+the ops whose calls ran gems' Python kernels rather than a replay of the native dispatch
+layer, and how many replays there were: what is left of the host path to move.
+
 Which kernels lose (``--kernels N``, default 12; 0 turns it off): per provider, one more
 prefill and the ``--profile-steps`` decode steps run under torch.profiler, and each phase's
 kernels are listed by total GPU time (short name, the op they ran under, category, calls,
