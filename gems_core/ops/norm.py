@@ -1,7 +1,10 @@
 """layer_norm (``native_layer_norm`` and its backward) and rms_norm, with their gradients.
 
 Both normalize each row of the input seen as (M, N), N the product of ``normalized_shape``;
-one program per row, in fp32. ``rms_norm`` is a composite in ATen (it would decompose before
+one program per row, in fp32. The forward reads the rows where they lie when each is one
+contiguous block and the leading dims step through them by one stride (a contiguous input,
+the last position of a sequence ``x[:, -1]``, rows broadcast by ``expand``: :func:`row_stride`);
+other layouts are copied first. The output is contiguous. ``rms_norm`` is a composite in ATen (it would decompose before
 reaching a backend kernel), so it is registered on the Autograd key and brings its own
 backward through an autograd.Function.
 
@@ -42,12 +45,13 @@ _ROWS_PER_STEP = 16  # rows summed per step by the weight-gradient kernel
 
 @triton.jit
 def _norm_forward_kernel(
-    x_ptr,  # (M, N) contiguous
+    x_ptr,  # (M, N): rows of N contiguous elements, stride_x apart
     y_ptr,  # (M, N) contiguous
     w_ptr,  # (N,) when HAS_W
     b_ptr,  # (N,) when HAS_B
     mean_ptr,  # (M,) unless RMS
     rstd_ptr,  # (M,)
+    stride_x,  # elements from one row of x to the next (N where x is contiguous)
     N,
     eps,
     RMS: tl.constexpr,
@@ -60,7 +64,7 @@ def _norm_forward_kernel(
     # rms:    mean = 0,           rstd = 1 / sqrt(sum(x^2) / N + eps)
     # y = (x - mean) * rstd * w + b
     row = tl.program_id(0).to(tl.int64)
-    x_row = x_ptr + row * N
+    x_row = x_ptr + row * stride_x
     y_row = y_ptr + row * N
     cols = tl.arange(0, BLOCK_N)
     mean = 0.0
@@ -197,14 +201,16 @@ def _launch(kernel: LaunchCache, grid_rows: int, n: int, args: Sequence[Any], **
     launch(NORM.choose(key, lambda config: bench_ms(lambda: launch(config))))
 
 
-def _bind_forward(m: int, n: int, tensors: tuple[torch.Tensor, ...], eps: float, **constexprs: Any) -> Launch:
+def _bind_forward(m: int, n: int, stride_x: int, tensors: tuple[torch.Tensor, ...], eps: float,
+                  **constexprs: Any) -> Launch:
     """The forward kernel's launch over ``tensors`` (x, y, w, b, mean, rstd: the runtime
-    arguments before N), one program per row, with the config chosen for the row length;
-    a call passes the six tensors and eps."""
+    arguments before the row stride and N), one program per row of x (``stride_x``
+    elements apart), with the config chosen for the row length; a call passes the six
+    tensors and eps."""
 
     def build(config: KernelConfig) -> Launch:
         block_n = min(config.params["BLOCK_N"], next_power_of_2(n))
-        return Launch(_forward, (m,), 6, (n,), tensors[0].device, config=config,
+        return Launch(_forward, (m,), 6, (stride_x, n), tensors[0].device, config=config,
                       options=NORM.options(), trailing=1, BLOCK_N=block_n, ACC=TL_DTYPES[acc_dtype(tensors[0].dtype)],
                       **constexprs)
 
@@ -214,6 +220,25 @@ def _bind_forward(m: int, n: int, tensors: tuple[torch.Tensor, ...], eps: float,
 
     key = (_forward.name, str(tensors[0].dtype), n.bit_length())
     return build(NORM.choose(key, bench))
+
+
+def row_stride(x: torch.Tensor, dims: int) -> int | None:
+    """Elements from one row of ``x`` to the next, where its last ``dims`` dims are one
+    contiguous block (a row) and its leading dims step through rows by one stride: N for a
+    contiguous tensor, more for a slice of rows such as ``x[:, -1]`` of a (B, S, H) tensor,
+    0 for rows broadcast by ``expand``; None where the rows must be copied first."""
+    sizes, strides = x.shape, x.stride()
+    lead = x.dim() - dims
+    expected = 1
+    for i in range(x.dim() - 1, lead - 1, -1):
+        if sizes[i] != 1 and strides[i] != expected:
+            return None
+        expected *= sizes[i]
+    stepping = [(sizes[i], strides[i]) for i in range(lead) if sizes[i] != 1]
+    for (_, outer), (size, inner) in zip(stepping, stepping[1:]):
+        if outer != inner * size:
+            return None
+    return stepping[-1][1] if stepping else expected
 
 
 def _rows(x: torch.Tensor, normalized_shape: Sequence[int], *params: torch.Tensor | None) -> tuple[int, int] | None:
@@ -247,7 +272,7 @@ class _LayerNormPlan:
     __slots__ = ("copy", "device", "launch", "stats_dtype", "stats_shape", "stats_strides")
 
     def __init__(self, copy: tuple[bool, bool, bool], stats: torch.Tensor, launch: Launch | None) -> None:
-        self.copy = copy  # input, weight, bias: not contiguous, so copied first
+        self.copy = copy  # input (rows not strided alike), weight, bias (not contiguous): copied first
         self.stats_shape = tuple(stats.shape)
         self.stats_strides = stats.stride()
         self.stats_dtype = stats.dtype
@@ -258,7 +283,7 @@ class _LayerNormPlan:
                  eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         copy_x, copy_w, copy_b = self.copy
         x = input.contiguous() if copy_x else input
-        out = torch.empty_like(x)
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         mean = torch.empty_strided(self.stats_shape, self.stats_strides, dtype=self.stats_dtype, device=self.device)
         rstd = torch.empty_strided(self.stats_shape, self.stats_strides, dtype=self.stats_dtype, device=self.device)
         if self.launch is not None:
@@ -292,17 +317,18 @@ def native_layer_norm(
     if rows is None or rows[1] == 0:
         return NotImplemented
     m, n = rows
-    copy = (not input.is_contiguous(), _not_contiguous(weight), _not_contiguous(bias))
-    x = input.contiguous()
-    out = torch.empty_like(x)
+    stride = row_stride(input, len(normalized_shape))
+    copy = (stride is None, _not_contiguous(weight), _not_contiguous(bias))
+    x = input.contiguous() if stride is None else input
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     stats_shape = tuple(input.shape[: input.dim() - len(normalized_shape)]) + (1,) * len(normalized_shape)
     mean = torch.empty(stats_shape, dtype=_stats_dtype(input), device=input.device)
     rstd = torch.empty(stats_shape, dtype=_stats_dtype(input), device=input.device)
     launch = None
     if m:
         tensors = (x, out, _flat(weight, x), _flat(bias, x), mean, rstd)
-        launch = _bind_forward(m, n, tensors, float(eps), RMS=False, HAS_W=weight is not None,
-                               HAS_B=bias is not None)
+        launch = _bind_forward(m, n, n if stride is None else stride, tensors, float(eps), RMS=False,
+                               HAS_W=weight is not None, HAS_B=bias is not None)
         launch.with_trailing(tensors, (float(eps),))
     _layer_norm_plans.store(key, _LayerNormPlan(copy, mean, launch))
     return out, mean, rstd
@@ -363,12 +389,12 @@ class _RMSNormPlan:
     """rms_norm's forward for one call signature (the launch is bound on the first
     forward, which allocates the tensors it benchmarks on)."""
 
-    __slots__ = ("copy_w", "copy_x", "default_eps", "launch", "m", "n")
+    __slots__ = ("copy_w", "default_eps", "launch", "m", "n", "stride_x")
 
-    def __init__(self, m: int, n: int, copy_x: bool, copy_w: bool, default_eps: float) -> None:
+    def __init__(self, m: int, n: int, stride_x: int | None, copy_w: bool, default_eps: float) -> None:
         self.m = m
         self.n = n
-        self.copy_x = copy_x
+        self.stride_x = stride_x  # rows of the input this far apart; None: copied first
         self.copy_w = copy_w
         self.default_eps = default_eps
         self.launch: Launch | None = None
@@ -377,17 +403,18 @@ class _RMSNormPlan:
 def _rms_norm_forward(
     x: torch.Tensor, weight: torch.Tensor | None, plan: _RMSNormPlan, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(y, the input as rows, rstd) of an RMSNorm."""
+    """(y, the input as rows (strided, or copied where its rows are not), rstd) of an RMSNorm."""
     m, n = plan.m, plan.n
-    flat = x.contiguous() if plan.copy_x else x
-    y = torch.empty_like(flat)
+    flat = x.contiguous() if plan.stride_x is None else x
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     rstd = torch.empty_strided((m,), (1,), dtype=acc_dtype(x.dtype), device=x.device)
     if m:
         w = flat if weight is None else weight.contiguous() if plan.copy_w else weight
         tensors = (flat, y, w, flat, rstd, rstd)
         launch = plan.launch
         if launch is None:
-            launch = plan.launch = _bind_forward(m, n, tensors, eps, RMS=True,
+            launch = plan.launch = _bind_forward(m, n, n if plan.stride_x is None else plan.stride_x, tensors, eps,
+                                                 RMS=True,
                                                  HAS_W=weight is not None, HAS_B=False)
         launch.with_trailing(tensors, (eps,))
     return y.view(x.shape), flat, rstd
@@ -432,7 +459,8 @@ def rms_norm(
         if rows is None or rows[1] == 0:
             return NotImplemented
         default_eps = torch.finfo(torch.float64 if input.dtype == torch.float64 else torch.float32).eps
-        plan = _RMSNormPlan(rows[0], rows[1], not input.is_contiguous(), _not_contiguous(weight), default_eps)
+        plan = _RMSNormPlan(rows[0], rows[1], row_stride(input, len(normalized_shape)), _not_contiguous(weight),
+                            default_eps)
         _rms_norm_plans.store(key, plan)
     value = float(plan.default_eps if eps is None else eps)
     if torch.is_grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)):

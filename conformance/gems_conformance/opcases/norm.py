@@ -1,7 +1,8 @@
 """Cases for gems_core/ops/norm.py: layer_norm and rms_norm, forward and backward.
 
 Every layout normalized over its last dim (with weight and bias), a 3-d input normalized
-over two dims, no weight, a row longer than one tile, and an empty batch. Backward runs
+over two dims, no weight, rows a stride apart (the last position of a sequence) and a slice
+of positions, a row longer than one tile, and an empty batch. Backward runs
 through autograd, so the kernels are met the way training meets them.
 """
 
@@ -33,6 +34,10 @@ def norm_samples(dtype: torch.dtype, device: torch.device | str, profile: str) -
     cube = samples.make_tensor((3, 5, 17), dtype, device, 31)
     yield Sample("two dims", (cube, *params((5, 17), 33)), {"normalized_shape": [5, 17]})
     yield Sample("no weight", (cube, None, None), {"normalized_shape": [17]})
+    # rows a stride apart (read in place) and rows whose leading dims do not step alike (copied)
+    sequence = samples.make_tensor((4, 6, 33), dtype, device, 45)
+    yield Sample("last position", (sequence[:, -1], *params((33,), 47)), {"normalized_shape": [33]})
+    yield Sample("slice of positions", (sequence[:, 1:4], *params((33,), 49)), {"normalized_shape": [33]})
     yield Sample("long", (samples.make_tensor((2, 3000 + 17), dtype, device, 37, low=1, high=4),
                           *params((3000 + 17,), 39)), {"normalized_shape": [3000 + 17]})
     yield Sample("empty", (samples.make_tensor((0, 3), dtype, device, 41), *params((3,), 43)),
