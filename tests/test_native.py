@@ -28,6 +28,7 @@ _lib.define("join(Tensor[] xs, int dim) -> Tensor")
 _lib.define("pick(Tensor x, Tensor?[] indices) -> Tensor")
 _lib.define("both(Tensor x, Tensor y) -> Tensor")
 _lib.define("mapped(Tensor x) -> Tensor")
+_lib.define("ramp(int n, *, Device? device=None) -> Tensor")
 
 
 def _launcher(function: int, codes: str, keep: tuple[int, ...]):  # type: ignore[no-untyped-def]
@@ -88,6 +89,40 @@ def test_second_call_is_recorded_and_later_calls_replay(fake):  # type: ignore[n
     for out in outs:
         assert out.shape == x.shape and out.stride() == x.stride() and out.dtype == x.dtype
     assert len({o.data_ptr() for o in outs[2:]}) == 2 or outs[2].data_ptr() != x.data_ptr()
+
+
+RAMP = _launcher(99, "Oi", (0, 1))
+
+
+def ramp(n: int, *, device: torch.device | None = None) -> torch.Tensor:
+    out = torch.empty(n, device=device)
+    if recording.native is not None:
+        recording.native.append((RAMP, (n, 1, 1), (out, n)))
+    return out
+
+
+@needs_layer
+def test_a_factory_call_is_keyed_by_its_device_argument(fake):  # type: ignore[no-untyped-def]
+    """A call with no tensor (a factory op such as arange) runs on the device it names: with
+    an indexed device of the layer's type it is recorded and replayed there; naming none, it
+    keeps the Python path."""
+    reg = fake("ramp", ramp)
+    cpu = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)  # as BackendSelect sends a factory call
+
+    def call(**kwargs):  # type: ignore[no-untyped-def]
+        return torch.ops.gems_native_test.ramp.default.redispatch(cpu, 6, **kwargs)
+
+    device = torch.device("cpu", 0)
+    outs = [call(device=device) for _ in range(4)]
+    stats = reg.stats()[0]
+    assert (stats["python_calls"], stats["recorded"], stats["hits"]) == (2, 1, 2)
+    log = layer.take_launch_log()
+    assert [entry[6] for entry in log] == [[out.data_ptr(), 6] for out in outs[2:]]
+    assert all(out.shape == (6,) and out.device.type == "cpu" for out in outs)
+    for _ in range(3):
+        call()
+    stats = reg.stats()[0]
+    assert (stats["python_calls"], stats["hits"]) == (5, 2)
 
 
 @needs_layer

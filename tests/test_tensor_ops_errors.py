@@ -127,6 +127,30 @@ def test_factory_composites_reach_gems_kernels(monkeypatch, call, launcher) -> N
     torch.testing.assert_close(result, call())
 
 
+@pytest.mark.parametrize(("args", "kwargs"), [
+    ((3, 9), {}), ((2, 20, 3), {}), ((True, 4), {}), ((0, 2.5, 0.5), {}), ((-1.5, 2.25, 0.25), {}),
+    ((9, 1, -2), {"dtype": torch.int32}), ((0, 4), {"dtype": torch.bfloat16}), ((5, 5), {}),
+])
+def test_arange_allocates_its_result_at_size(monkeypatch, args, kwargs) -> None:
+    """torch.arange(start, end[, step]) without out= is served by gems' functional overloads:
+    the result is allocated at its size (nothing resized, so the native layer can repeat the
+    call), with ATen's dtype inference and values."""
+    from gems_conformance.routing import RouteWatch
+
+    load_ops()
+    from gems_core.ops import factory
+
+    resized: list[tuple[int, ...]] = []
+    original = torch.Tensor.resize_
+    monkeypatch.setattr(torch.Tensor, "resize_", lambda t, *a, **k: (resized.append(tuple(t.shape)), original(t, *a, **k))[1])
+    with RouteWatch([factory.arange.__code__]) as route, gems_core.use_gems(include=["arange"]):
+        got = torch.arange(*args, device=DEVICE, **kwargs)
+    monkeypatch.undo()
+    want = torch.arange(*args, **kwargs)
+    assert route.hit and not resized and got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+
+
 def test_tile_and_masked_fill_composites_reach_gems(monkeypatch) -> None:
     load_ops()
     from gems_core.ops import shape

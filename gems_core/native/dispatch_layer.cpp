@@ -298,6 +298,11 @@ bool key_of(const c10::IValue& v, c10::DeviceType expected, Key& key, c10::Devic
     const c10::Device d = v.toDevice();
     key.push_back(-21);
     key.push_back(static_cast<int64_t>(d.type()) * 1024 + d.index());
+    // a factory call (arange) names its device only here: the recipe runs on it
+    if (!have_device && d.type() == expected && d.has_index()) {
+      device = d;
+      have_device = true;
+    }
     return true;
   }
   if (v.isTensorList()) {  // Tensor[]: each element as a tensor argument

@@ -243,9 +243,35 @@ def _arange_size(start: Any, end: Any, step: Any, dtype: torch.dtype) -> tuple[i
     return int(size_d), xstart, xstep
 
 
+# ``arange`` (end only) is left to ATen's composite, which reaches arange.start_out: were
+# the default overload registered here, ``include=["arange"]`` would name it alone rather
+# than every arange overload.
+@aten_op("arange.start", "arange.start_step")
+def arange(start: Any, end: Any, step: Any = 1, *, dtype: torch.dtype | None = None, layout: Any = None,
+           device: Any = None, pin_memory: bool | None = None) -> Any:
+    """``torch.arange(start, end[, step])``: the result allocated at its size, then filled
+    as by :func:`arange_out`. ATen's own form makes an empty tensor and resizes it in
+    ``arange.start_out``, which the native layer cannot repeat; this one it can (a decode
+    loop's positions replay from C++ once a position has been seen)."""
+    if layout not in (None, torch.strided) or pin_memory:
+        return NotImplemented
+    if any(isinstance(v, complex) for v in (start, end, step)):
+        return NotImplemented
+    if dtype is None:  # ATen's inference: any float gives the default dtype, else int64
+        dtype = torch.get_default_dtype() if any(isinstance(v, float) for v in (start, end, step)) else torch.int64
+    if dtype not in TL_DTYPES or dtype == torch.bool:
+        return NotImplemented
+    computed = _arange_size(start, end, step, dtype)
+    if computed is None:
+        return NotImplemented
+    out = torch.empty(computed[0], dtype=dtype, device=device)
+    return arange_out(start, end, step, out=out)
+
+
 @aten_op("arange.start_out")
 def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any:
-    """``out = [start, start + step, ...)`` below ``end``; every torch.arange form gets here."""
+    """``out = [start, start + step, ...)`` below ``end``; ``torch.arange(..., out=)`` and
+    :func:`arange` get here."""
     if out.dtype not in TL_DTYPES or out.dtype == torch.bool:
         return NotImplemented
     if any(isinstance(v, complex) for v in (start, end, step)):
