@@ -577,9 +577,10 @@ def python_path(model: CachedLlama, prompt: torch.Tensor, steps: torch.Tensor) -
         before = snapshot()
         work()
         after = snapshot()
-        python = {op: calls - before.get(op, (0, 0))[0] for op, (calls, _) in after.items()
-                  if calls - before.get(op, (0, 0))[0]}
-        hits = sum(h - before.get(op, (0, 0))[1] for op, (_, h) in after.items())
+        grown = {op: (calls - before.get(op, (0, 0))[0], h - before.get(op, (0, 0))[1])
+                 for op, (calls, h) in after.items()}
+        python = {op: calls for op, (calls, _) in grown.items() if calls}
+        hits = sum(h for _, h in grown.values())
         out[phase] = {"native_replays": hits, "python_calls": dict(sorted(python.items()))}
     return out
 

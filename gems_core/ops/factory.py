@@ -250,7 +250,7 @@ def _arange_size(start: Any, end: Any, step: Any, dtype: torch.dtype) -> tuple[i
 def arange(start: Any, end: Any, step: Any = 1, *, dtype: torch.dtype | None = None, layout: Any = None,
            device: Any = None, pin_memory: bool | None = None) -> Any:
     """``torch.arange(start, end[, step])``: the result allocated at its size, then filled
-    as by :func:`arange_out`. ATen's own form makes an empty tensor and resizes it in
+    as :func:`arange_out` fills. ATen's own form makes an empty tensor and resizes it in
     ``arange.start_out``, which the native layer cannot repeat; this one it can (a decode
     loop's positions replay from C++ once a position has been seen)."""
     if layout not in (None, torch.strided) or pin_memory:
@@ -264,14 +264,16 @@ def arange(start: Any, end: Any, step: Any = 1, *, dtype: torch.dtype | None = N
     computed = _arange_size(start, end, step, dtype)
     if computed is None:
         return NotImplemented
-    out = torch.empty(computed[0], dtype=dtype, device=device)
-    return arange_out(start, end, step, out=out)
+    size, first, delta = computed
+    out = torch.empty(size, dtype=dtype, device=device)
+    _fill_arange(out, size, first, delta)
+    return out
 
 
 @aten_op("arange.start_out")
 def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any:
     """``out = [start, start + step, ...)`` below ``end``; ``torch.arange(..., out=)`` and
-    :func:`arange` get here."""
+    ``torch.arange(end)`` (ATen's composite) get here."""
     if out.dtype not in TL_DTYPES or out.dtype == torch.bool:
         return NotImplemented
     if any(isinstance(v, complex) for v in (start, end, step)):
@@ -290,6 +292,12 @@ def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any
                 UserWarning, stacklevel=2,
             )
         out.resize_((size,))
+    _fill_arange(out, size, first, delta)
+    return out
+
+
+def _fill_arange(out: torch.Tensor, size: int, first: Any, delta: Any) -> None:
+    """``out[i] = first + delta * i`` for ``size`` elements (``out`` already that size)."""
     target = out if out.is_contiguous() else torch.empty(size, dtype=out.dtype, device=out.device)
     if size:
         if out.dtype.is_floating_point:
@@ -307,4 +315,3 @@ def arange_out(start: Any, end: Any, step: Any = 1, *, out: torch.Tensor) -> Any
         )
     if target is not out:
         out.copy_(target)
-    return out

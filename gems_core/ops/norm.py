@@ -201,12 +201,13 @@ def _launch(kernel: LaunchCache, grid_rows: int, n: int, args: Sequence[Any], **
     launch(NORM.choose(key, lambda config: bench_ms(lambda: launch(config))))
 
 
-def _bind_forward(m: int, n: int, stride_x: int, tensors: tuple[torch.Tensor, ...], eps: float,
+def _bind_forward(m: int, n: int, stride_x: int | None, tensors: tuple[torch.Tensor, ...], eps: float,
                   **constexprs: Any) -> Launch:
     """The forward kernel's launch over ``tensors`` (x, y, w, b, mean, rstd: the runtime
     arguments before the row stride and N), one program per row of x (``stride_x``
-    elements apart), with the config chosen for the row length; a call passes the six
-    tensors and eps."""
+    elements apart; None: x is a contiguous copy), with the config chosen for the row
+    length; a call passes the six tensors and eps."""
+    stride_x = n if stride_x is None else stride_x
 
     def build(config: KernelConfig) -> Launch:
         block_n = min(config.params["BLOCK_N"], next_power_of_2(n))
@@ -327,8 +328,8 @@ def native_layer_norm(
     launch = None
     if m:
         tensors = (x, out, _flat(weight, x), _flat(bias, x), mean, rstd)
-        launch = _bind_forward(m, n, n if stride is None else stride, tensors, float(eps), RMS=False,
-                               HAS_W=weight is not None, HAS_B=bias is not None)
+        launch = _bind_forward(m, n, stride, tensors, float(eps), RMS=False, HAS_W=weight is not None,
+                               HAS_B=bias is not None)
         launch.with_trailing(tensors, (float(eps),))
     _layer_norm_plans.store(key, _LayerNormPlan(copy, mean, launch))
     return out, mean, rstd
@@ -413,11 +414,10 @@ def _rms_norm_forward(
         tensors = (flat, y, w, flat, rstd, rstd)
         launch = plan.launch
         if launch is None:
-            launch = plan.launch = _bind_forward(m, n, n if plan.stride_x is None else plan.stride_x, tensors, eps,
-                                                 RMS=True,
+            launch = plan.launch = _bind_forward(m, n, plan.stride_x, tensors, eps, RMS=True,
                                                  HAS_W=weight is not None, HAS_B=False)
         launch.with_trailing(tensors, (eps,))
-    return y.view(x.shape), flat, rstd
+    return y, flat, rstd
 
 
 class _RMSNorm(torch.autograd.Function):
