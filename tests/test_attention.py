@@ -215,6 +215,7 @@ DECODE_SHAPES = {
     "group 8": (1, 8, 1, 1, 61),
     "group 4, 3 queries": (1, 8, 2, 3, 50),
     "group 8, 9 queries": (1, 8, 1, 9, 37),
+    "group 4, whole key blocks": (1, 8, 2, 1, 48),
 }
 
 
@@ -307,6 +308,7 @@ FORCED_SPLITS = {
     "gqa 8, 1 split": (1, 8, 1, 1, 50, 1),
     "mha, 2 splits": (2, 3, 3, 1, 33, 2),
     "gqa 8, 9 queries, 3 splits": (1, 8, 1, 9, 40, 3),
+    "gqa 4, whole key blocks, 2 splits": (2, 8, 2, 1, 64, 2),
 }
 
 

@@ -449,6 +449,7 @@ def _attention_decode_kernel(
     BLOCK_G: tl.constexpr,  # the merge's rows (MERGE 2)
     BLOCK_SPLITS: tl.constexpr,  # the merge's splits (MERGE 2)
     CHUNK: tl.constexpr,  # the merge's splits per step (MERGE 2)
+    EVEN_KEYS: tl.constexpr,  # S is a multiple of BLOCK_N: every split is whole blocks
 ):
     # programs: (batch * key/value head * row block, split); row r of a group is query
     # r % L of head r // L in it, so a group's rows are its heads' rows in (H, L) order
@@ -473,19 +474,23 @@ def _attention_decode_kernel(
     acc = tl.zeros((BLOCK_R, BLOCK_DV), tl.float32)
     first = split * keys_per_split
     last = tl.minimum(S, first + keys_per_split)
-    whole = first + ((last - first) // BLOCK_N) * BLOCK_N
+    if EVEN_KEYS:
+        whole = last
+    else:
+        whole = first + ((last - first) // BLOCK_N) * BLOCK_N
     for start_n in range(first, whole, BLOCK_N):
         acc, m_i, l_i = _attend_block(
             acc, m_i, l_i, q, k_base, v_base, mask_base, query, row_mask, row_ok, start_n, last,
             sk_s, sk_d, sv_s, sv_d, sm_s, D, DV, qk_scale,
             BLOCK_N, BLOCK_D, BLOCK_DV, False, False, MASK, HEAD_EXACT, INPUT_PRECISION,
         )
-    for start_n in range(whole, last, BLOCK_N):
-        acc, m_i, l_i = _attend_block(
-            acc, m_i, l_i, q, k_base, v_base, mask_base, query, row_mask, row_ok, start_n, last,
-            sk_s, sk_d, sv_s, sv_d, sm_s, D, DV, qk_scale,
-            BLOCK_N, BLOCK_D, BLOCK_DV, True, False, MASK, HEAD_EXACT, INPUT_PRECISION,
-        )
+    if not EVEN_KEYS:  # the last split's partial block, masked; no second pipeline otherwise
+        for start_n in range(whole, last, BLOCK_N):
+            acc, m_i, l_i = _attend_block(
+                acc, m_i, l_i, q, k_base, v_base, mask_base, query, row_mask, row_ok, start_n, last,
+                sk_s, sk_d, sv_s, sv_d, sm_s, D, DV, qk_scale,
+                BLOCK_N, BLOCK_D, BLOCK_DV, True, False, MASK, HEAD_EXACT, INPUT_PRECISION,
+            )
     empty = l_i == 0.0
     out = acc / tl.where(empty, 1.0, l_i)[:, None]
     row0 = bhk.to(tl.int64) * group_rows
@@ -843,7 +848,7 @@ def _build_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch
     merge_tiles = _merge_tiles(block_g, splits, block_dv, config.num_warps) if fused else (1, 1)
     decode = _bind(_decode, (programs, splits), 8, static, q.device, config, options, BLOCK_R=block_r, MASK=mask_kind,
                    MERGE=mode, WRITE_LSE=write_lse, BLOCK_G=block_g if fused else 1, BLOCK_SPLITS=merge_tiles[0],
-                   CHUNK=merge_tiles[1], **blocks)
+                   CHUNK=merge_tiles[1], EVEN_KEYS=keys % block_n == 0, **blocks)
     combine = None
     if mode == 1:
         warps = max(4, min(16, block_g * block_dv // 1024))
