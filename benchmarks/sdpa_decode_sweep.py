@@ -119,11 +119,12 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 
 def parse_configs(text: str) -> list[KernelConfig]:
-    """"BLOCK_N,warps,stages;..." -> configs."""
+    """"BLOCK_N,warps,stages[,rows];..." -> configs."""
     configs = []
     for item in filter(None, (part.strip() for part in text.split(";"))):
-        block_n, warps, stages = (int(x) for x in item.split(","))
-        configs.append(KernelConfig({"BLOCK_N": block_n}, num_warps=warps, num_stages=stages))
+        values = [int(x) for x in item.split(",")]  # BLOCK_N, warps, stages[, rows]
+        params = {"BLOCK_N": values[0], **({"ROWS": values[3]} if len(values) > 3 else {})}
+        configs.append(KernelConfig(params, num_warps=values[1], num_stages=values[2]))
     return configs
 
 
@@ -131,7 +132,8 @@ MERGES = {0: "none", 1: "kernel", 2: "fused"}  # DecodePlan.merge: one split, a 
 
 
 def describe(config: KernelConfig) -> str:
-    return f"{config.params['BLOCK_N']}/{config.num_warps}w/{config.num_stages}s"
+    rows = config.params.get("ROWS")
+    return f"{config.params['BLOCK_N']}/{config.num_warps}w/{config.num_stages}s" + (f"/r{rows}" if rows else "")
 
 
 def main() -> int:
@@ -139,7 +141,7 @@ def main() -> int:
     parser.add_argument("--json", help="write every measurement here")
     parser.add_argument("--batches", default="1,2,8")
     parser.add_argument("--kv", default="512,2048,8192")
-    parser.add_argument("--configs", help='candidates "BLOCK_N,warps,stages;..." (default: the tunable\'s list)')
+    parser.add_argument("--configs", help='candidates "BLOCK_N,warps,stages[,rows];..." (default: the tunable\'s list)')
     parser.add_argument("--splits", default=",".join(map(str, DEFAULT_SPLITS)),
                         help="forced split counts (fused merge); empty: none")
     parser.add_argument("--kernel-merge-configs", type=int, default=3,

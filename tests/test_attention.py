@@ -171,6 +171,24 @@ def test_decode_config_may_fix_the_split_count(fixed: int, monkeypatch: pytest.M
                                atol=OUT_TOLERANCE[0], rtol=OUT_TOLERANCE[1])
 
 
+@pytest.mark.parametrize("splits", [1, 3])
+def test_decode_config_rows_pad_the_program(splits: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config's ROWS pads a program's query rows (a group of 4 heads) to 64 rows: the same
+    grid (one program per batch and key/value head and split), rows past the group neither
+    read nor written, the result ATen's; the kernel never sees ROWS."""
+    decode = _spy(monkeypatch, "attention", "_decode")
+    q, k, v = _inputs(2, 8, 2, 1, 48, 16)
+    config = KernelConfig({"BLOCK_N": 16, "SPLITS": splits, "ROWS": 64})
+    with _forcing(attention_decode=config), gems_core.use_gems(include=OPS):
+        got = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    assert decode == [(4, splits)]
+    attention = _attention()
+    assert attention._decode_rows(4, config) == 64 and attention._decode_rows(4) == 16
+    assert attention._decode_rows(72, KernelConfig({"BLOCK_N": 16, "ROWS": 128})) == 64
+    torch.testing.assert_close(got.cpu().double(), _reference(q, k, v, enable_gqa=True),
+                               atol=OUT_TOLERANCE[0], rtol=OUT_TOLERANCE[1])
+
+
 @pytest.mark.parametrize("shape", [(None, 8, 4, 1, 27), (1, 4, 1, 1, 13)], ids=["programs fill the chip", "one key block"])
 def test_decode_with_one_split_writes_the_output_itself(shape: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch) -> None:
     """Enough programs to fill 0.8 of the chip's slots (the interpreter's 8 units x 5

@@ -127,8 +127,8 @@ ATTENTION_BACKWARD = Tunable(
 )
 ATTENTION_DECODE = Tunable(
     "attention_decode",
-    params=("BLOCK_N", "SPLITS"),
-    optional=("SPLITS",),
+    params=("BLOCK_N", "SPLITS", "ROWS"),
+    optional=("SPLITS", "ROWS"),
     defaults=[
         KernelConfig({"BLOCK_N": 64}, num_warps=4, num_stages=2),
         KernelConfig({"BLOCK_N": 64}, num_warps=4, num_stages=3),
@@ -138,7 +138,8 @@ ATTENTION_DECODE = Tunable(
     description="attention of few queries (decoding): one program per key/value head's group "
     "of query rows and split of the keys, walking its keys in BLOCK_N steps; the split count "
     "follows from the programs a compute unit holds (shared memory, warps) so that the grid "
-    "fills the chip once, or is SPLITS where a config sets it (1: no split, no merge)",
+    "fills the chip once, or is SPLITS where a config sets it (1: no split, no merge); ROWS "
+    "pads a program's query rows to at least that many (64: the products take Hopper's wgmma)",
 )
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -589,7 +590,8 @@ def _fits(dtype: torch.dtype, rows: int | None, blocks: dict[str, Any], masked: 
     on gfx942 for the core's default configs)."""
 
     def admit(config: KernelConfig) -> bool:  # called only when a config is chosen
-        tiles = _tile_bytes(dtype, rows, blocks, masked, config)
+        padded = rows if rows is None else max(rows, min(_DECODE_MAX_ROWS, int(config.params.get("ROWS", 0))))
+        tiles = _tile_bytes(dtype, padded, blocks, masked, config)
         return tiles <= runtime.current().limits.shared_memory_per_block
 
     return admit
@@ -678,10 +680,13 @@ def decode_splits(programs: int, keys: int, block_n: int, slots: int) -> tuple[i
     return cdiv(keys, keys_per_split), keys_per_split
 
 
-def _decode_rows(group_rows: int) -> int:
+def _decode_rows(group_rows: int, config: KernelConfig | None = None) -> int:
     """Query rows per decode program: a group's rows padded to a power of two, at least 16
-    (the smallest M of ``tl.dot``), at most _DECODE_MAX_ROWS."""
-    return max(16, next_power_of_2(min(group_rows, _DECODE_MAX_ROWS)))
+    (the smallest M of ``tl.dot``) or the config's ROWS, at most _DECODE_MAX_ROWS. (ROWS 64
+    makes the two products wgmma on Hopper, with the operands read from shared memory: the
+    padding rows cost tensor-core time that a memory-bound program has to spare.)"""
+    least = max(16, int(config.params.get("ROWS", 16))) if config is not None else 16
+    return min(_DECODE_MAX_ROWS, max(least, next_power_of_2(min(group_rows, _DECODE_MAX_ROWS))))
 
 
 def _merge_mode(splits: int, block_g: int, block_dv: int, num_warps: int, merge: str | None) -> int:
@@ -821,14 +826,14 @@ def _build_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch
     (batch, heads, length, head_dim), (kv_heads, keys), value_dim = q.shape, k.shape[1:3], v.shape[-1]
     group = heads // kv_heads
     group_rows = group * length
-    block_r = _decode_rows(group_rows)
+    block_r = _decode_rows(group_rows, config)
     programs = batch * kv_heads * cdiv(group_rows, block_r)
     block_n, block_dv = config.params["BLOCK_N"], blocks["BLOCK_DV"]
     key_blocks = cdiv(keys, block_n)
     fixed = config.params.get("SPLITS")
-    if fixed:  # a host-side choice: the kernel is launched without it
-        splits = splits or fixed
-        config = KernelConfig({name: value for name, value in config.params.items() if name != "SPLITS"},
+    if fixed or "ROWS" in config.params:  # host-side choices: the kernel is launched without them
+        splits = splits or fixed or None
+        config = KernelConfig({name: value for name, value in config.params.items() if name not in ("SPLITS", "ROWS")},
                               num_warps=config.num_warps, num_stages=config.num_stages, options=config.options)
     if splits is None:
         tile = _decode_tile_bytes(q.dtype, block_r, blocks, mask_kind != MASK_NONE, config)
