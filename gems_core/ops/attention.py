@@ -42,9 +42,11 @@ Decoding (L <= 16, not causal: one new token, or a few speculative ones). The pr
 would hold one program per query head, too few to fill a chip, each reading its key/value
 head again. The decode kernel gives one program all the query rows that share a key/value
 head, ``G = H / HKV`` heads times L queries (at most 64 rows per program; more take several
-programs), padded to at least 16 rows so the scores are one ``tl.dot`` of
-``[rows, D] x [D, BLOCK_N]``, and a contiguous range of keys: each key and value byte is
-read once per group. The keys are split over programs so that the grid fills the chip once:
+programs), padded to at least 16 rows (or a config's ``ROWS``: 64 makes both products wgmma
+on Hopper) so the scores are one ``tl.dot`` of ``[rows, D] x [D, BLOCK_N]``, and a
+contiguous range of keys: each key and value byte is read once per group. Where the key
+count is a multiple of BLOCK_N (``EVEN_KEYS``) the kernel has no masked tail step: a second
+loop is a second software pipeline, paid even when it runs no iteration. The keys are split over programs so that the grid fills the chip once:
 a compute unit holds as many decode programs as its shared memory and registers allow
 (:func:`decode_resident`), and the split count is the fewest that fills those slots about as
 well as any (:func:`decode_splits`); with enough programs, or keys that are one block, there
