@@ -46,12 +46,13 @@ programs), padded to at least 16 rows (or a config's ``ROWS``: 64 makes both pro
 on Hopper) so the scores are one ``tl.dot`` of ``[rows, D] x [D, BLOCK_N]``, and a
 contiguous range of keys: each key and value byte is read once per group. Where the key
 count is a multiple of BLOCK_N (``EVEN_KEYS``) the kernel has no masked tail step: a second
-loop is a second software pipeline, paid even when it runs no iteration. The keys are split over programs so that the grid fills the chip once:
-a compute unit holds as many decode programs as its shared memory and registers allow
-(:func:`decode_resident`), and the split count is the fewest that fills those slots about as
-well as any (:func:`decode_splits`); with enough programs, or keys that are one block, there
-is one split and the kernel writes the output itself. Otherwise each program writes its
-rows' normalized partial output and log-sum-exp to scratch and the splits are merged,
+loop is a second software pipeline, paid even when it runs no iteration. The keys are split
+over programs so that the grid fills the chip once: a compute unit holds as many decode
+programs as its shared memory and registers allow (:func:`decode_resident`), and the split
+count is the fewest that fills those slots about as well as any (:func:`decode_splits`);
+with enough programs, or keys that are one block, there is one split and the kernel writes
+the output itself. Otherwise each program writes its rows' normalized partial output and
+log-sum-exp to scratch and the splits are merged,
 ``O = sum_s w_s O_s / sum_s w_s`` with ``w_s = exp2(lse_s - max lse)``: on NVIDIA (and in
 the interpreter) in the same launch, by the last split of each row block to finish (a
 counter per program, counted with an acquire-release atomic after a barrier, read back past
@@ -149,6 +150,8 @@ _MAX_HEAD_DIM = 256
 #: query rows per head (L) the decode kernel serves, and rows per decode program at most
 _DECODE_MAX_LENGTH = 16
 _DECODE_MAX_ROWS = 64
+#: attention_decode params chosen on the host (the split count, the rows' padding), not constexprs
+_DECODE_HOST_PARAMS = ("SPLITS", "ROWS")
 #: decode programs resident per compute unit at most, and warps per unit the kernel's
 #: registers allow: :func:`decode_resident`
 _DECODE_MAX_RESIDENT = 16
@@ -592,7 +595,7 @@ def _fits(dtype: torch.dtype, rows: int | None, blocks: dict[str, Any], masked: 
     on gfx942 for the core's default configs)."""
 
     def admit(config: KernelConfig) -> bool:  # called only when a config is chosen
-        padded = rows if rows is None else max(rows, min(_DECODE_MAX_ROWS, int(config.params.get("ROWS", 0))))
+        padded = rows if rows is None else _decode_rows(rows, config)  # a decode config's ROWS
         tiles = _tile_bytes(dtype, padded, blocks, masked, config)
         return tiles <= runtime.current().limits.shared_memory_per_block
 
@@ -832,10 +835,9 @@ def _build_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch
     programs = batch * kv_heads * cdiv(group_rows, block_r)
     block_n, block_dv = config.params["BLOCK_N"], blocks["BLOCK_DV"]
     key_blocks = cdiv(keys, block_n)
-    fixed = config.params.get("SPLITS")
-    if fixed or "ROWS" in config.params:  # host-side choices: the kernel is launched without them
-        splits = splits or fixed or None
-        config = KernelConfig({name: value for name, value in config.params.items() if name not in ("SPLITS", "ROWS")},
+    splits = splits or config.params.get("SPLITS") or None
+    if any(name in config.params for name in _DECODE_HOST_PARAMS):  # the kernel is launched without them
+        config = KernelConfig({name: value for name, value in config.params.items() if name not in _DECODE_HOST_PARAMS},
                               num_warps=config.num_warps, num_stages=config.num_stages, options=config.options)
     if splits is None:
         tile = _decode_tile_bytes(q.dtype, block_r, blocks, mask_kind != MASK_NONE, config)
