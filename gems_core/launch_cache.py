@@ -22,7 +22,6 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy
 import torch
 
 from . import compat
@@ -155,6 +154,8 @@ class LaunchCache:
             interpreter_state.active = True
             try:
                 # masked-off lanes compute on filler values; numpy must not warn about them
+                import numpy  # the interpreter runs on numpy; only interpreted launches need it
+
                 with numpy.errstate(all="ignore"):
                     self.kernel[grid3](*args, **constexprs)
             finally:
