@@ -614,8 +614,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3, help="timed generations (median)")
     parser.add_argument("--interleave", action="store_true",
                         help="time the generations in rounds, the providers taking turns (default: "
-                        "each provider's back to back; taking turns slowed ATen's prefill about 2x "
-                        "on an H100: docs/measurements.md, session 10)")
+                        "each provider's back to back: on an H100, taking turns slowed the ATen "
+                        "prefill that follows a gems turn about 2x)")
     parser.add_argument("--profile-steps", type=int, default=4, help="decode steps profiled")
     parser.add_argument("--kernels", type=int, default=12, metavar="N",
                         help="per provider, profile one more prefill and the decode steps and "

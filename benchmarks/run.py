@@ -1,6 +1,7 @@
 """gems benchmarks: ATen vs gems on the same device, in one run.
 
-    python benchmarks/run.py                    # every case, table + JSON
+    python benchmarks/run.py                    # every case, table on stdout
+    python benchmarks/run.py --json out.json    # and the raw numbers, written there
     python benchmarks/run.py --ops add,softmax  # a subset
     python benchmarks/run.py --host             # host overhead per call (wall clock)
     python benchmarks/run.py --grad-mode no_grad  # every call under torch.no_grad()
@@ -193,7 +194,9 @@ def main() -> int:
     parser.add_argument("--ops", help="comma-separated op names")
     parser.add_argument("--cases", help="only cases whose name contains this text")
     parser.add_argument("--host", action="store_true", help="only the host-overhead cases")
-    parser.add_argument("--json", default="benchmark.json")
+    parser.add_argument("--json", metavar="FILE",
+                        help="write the raw numbers (meta, host, kernels, roofline) here "
+                        "(default: only the table on stdout)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="alternating rounds of ATen and gems per case (the best of each is kept)")
     parser.add_argument("--grad-mode", choices=sorted(GRAD_MODES), default="enabled",
@@ -220,7 +223,8 @@ def main() -> int:
         result = {"meta": meta, "host": run_host(device, only)}
         if not args.host:
             result["kernels"], result["roofline"] = run_kernels(device, only, max(1, args.rounds), args.cases)
-    Path(args.json).write_text(json.dumps(result, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
     return 0
 
 

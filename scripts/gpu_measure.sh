@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One GPU session's measurements, in the order they are least disturbed: host overhead
-# first (nothing else running), then kernels, sweeps of the GEMM decode tunables, the Llama
-# decoder. Usage: scripts/gpu_measure.sh OUTDIR [seconds per step, default 150]
+# The benchmarks on one GPU machine, written under OUTDIR (keep it outside the repository),
+# in the order they are least disturbed: host overhead first (nothing else running), then
+# kernels, sweeps of the GEMM decode tunables, the Llama decoder.
+# Usage: scripts/gpu_measure.sh OUTDIR [seconds per step, default 150]
 set -u
 out=${1:?usage: scripts/gpu_measure.sh OUTDIR [seconds]}
 limit=${2:-150}

@@ -27,7 +27,8 @@ declined and runs on the core's kernel.
 
 Measured on an H100 (batch 4, 32 heads, head dim 128, bf16): 0.98x ATen's fastest backend at
 2048 causal tokens, 1.00-1.03x at 8192, 1.03x at 2048 without the mask, against 0.76-0.83x
-for the portable kernel (docs/measurements.md, session 8).
+for the portable kernel (``benchmarks/run.py --ops scaled_dot_product_attention``; current
+numbers in docs/performance.md).
 """
 
 from __future__ import annotations

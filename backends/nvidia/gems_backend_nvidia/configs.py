@@ -53,12 +53,12 @@ _AMPERE_MEMORY_BOUND: dict[str, list[KernelConfig]] = {
     "softmax": [_tile(1, 1024, 4), _tile(1, 4096, 8), _tile(4, 256, 4)],
     "norm": [_row(1024, 4), _row(4096, 8), _row(256, 2)],
 }
-# Hopper numbers from benchmarks/sweep.py (docs/measurements.md). Pointwise (H100, session
-# 11, run 11.3): 8 warps with 16 bytes a thread to load, summed over the inputs read in full
-# (a binary op 4 bf16 or 2 fp32 elements of each input a thread, a unary op 8 or 4): binary
-# ops 1.00-1.02x ATen against 1.00x with 32 bytes of the widest operand over 4 warps (the
-# previous choice, from an H200 in session 5), unary ops and broadcast adds as before or
-# better (0.99-1.05x; 8 bytes a thread cost them 2-7 %); cache hints (evict-first loads,
+# Hopper numbers from benchmarks/sweep.py. Pointwise (H100): 8 warps with 16 bytes a thread
+# to load, summed over the inputs read in full (a binary op 4 bf16 or 2 fp32 elements of each
+# input a thread, a unary op 8 or 4): binary ops 1.00-1.02x ATen against 1.00x with 32 bytes
+# of the widest operand over 4 warps, unary ops and broadcast adds 0.99-1.05x (8 bytes a
+# thread cost them 2-7 %). On an H200 binary ops prefer 16 bytes of each input, by 1 %, which
+# costs the H100 as much; one list serves both. Cache hints (evict-first loads,
 # streaming or write-through stores, .cg), persistent loops and TMA blocks were no faster.
 # Reductions along memory prefer 8x512 or 2x2048 tiles, reductions over a leading dim
 # (contiguous kept axis) tall, narrow tiles.
@@ -102,7 +102,7 @@ _HOPPER_DECODE: dict[str, list[KernelConfig]] = {
         _decode(64, 128, 64, 4, 4),  # 96 KB: 33 to 64 rows
         _decode(16, 128, 256, 8, 3),  # 216 KB: few, deep slices
         _decode(16, 64, 256, 4, 4),  # 160 KB
-        _decode(16, 32, 512, 4, 3),  # 144 KB: 16x6144x4096 0.94x vs 0.91x (H200, session 5)
+        _decode(16, 32, 512, 4, 3),  # 144 KB: 16x6144x4096 0.94x, the best other 0.91x (H200)
     ],
     "gemv": [
         _gemv(16, 128, 4),

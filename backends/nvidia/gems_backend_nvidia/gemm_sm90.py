@@ -93,10 +93,10 @@ class Config:
         return f"{self.block_m}x{self.block_n}x{self.block_k}, {self.stages} stages{group}"
 
 
-#: the configs a product chooses from (:func:`choose`). On an H100 (docs/measurements.md,
-#: session 9) 128 x 256 tiles ran 0.93-1.06x cuBLAS from 1024 x 4096 x 14336 to 8192^3 and
-#: 5-15 % ahead of every 128 x 128 config, which won only where the wide tiles leave most
-#: of a second wave idle (1024 x 6144 x 4096: 0.95x against 0.75x)
+#: the configs a product chooses from (:func:`choose`). On an H100 (benchmarks/mm_sm90.py)
+#: 128 x 256 tiles ran 0.93-1.06x cuBLAS from 1024 x 4096 x 14336 to 8192^3 and 5-15 %
+#: ahead of every 128 x 128 config, which won only where the wide tiles leave most of a
+#: second wave idle (1024 x 6144 x 4096: 0.95x against 0.75x)
 CONFIGS = (Config(128, 256, 64, 3), Config(128, 128, 64, 5, speed=0.9))
 
 if gluon is not None:
