@@ -3,7 +3,8 @@
 Versions, every installed backend and its state, the selected backend and the reason, the
 policy it applies (ops and dtypes left to ATen, configs, compiler options kept and dropped,
 known deviations, overrides, kernel variants, run-time fallbacks), the ops gems serves and
-the tunable kernels. ``--json`` prints the same report for machines. A selection that fails prints the
+the tunable kernels. The text is short unless ``--verbose`` asks for every config, op and
+tunable; ``--json`` prints the whole report for machines. A selection that fails prints the
 installed backends and the error, and exits 2.
 
 :func:`collect` builds the report in-process too, so run-time fallbacks recorded while a
@@ -33,6 +34,22 @@ from .plugins import ENTRY_POINT_GROUP, BackendError, InstalledBackend, discover
 
 EXIT_SELECTION_FAILED = 2
 _SELECTION_VARIABLES = ("GEMS_DEVICE", "GEMS_EMULATE", "GEMS_COMPILE_TARGET")
+#: the environment variables gems reads, with their meaning (``--help`` lists them)
+ENVIRONMENT = {
+    "GEMS_DEVICE": "backend to select (cpu, nvidia, amd, ...); unset: the one that detects its chip",
+    "GEMS_EMULATE": "1: apply GEMS_DEVICE's whole policy on the device that is present",
+    "GEMS_COMPILE_TARGET": "backend:arch[:warp size]: compile kernels for a chip that is not here, run none",
+    "GEMS_CACHE_DIR": "where generated kernels, tuning choices and the native layer are kept "
+    "(default ~/.cache/gems)",
+    "GEMS_AUTOTUNE": "0: take each kernel's first config instead of benchmarking the candidates",
+    "GEMS_NATIVE": "0: no native dispatch layer; check: check its every replay against Python",
+    "GEMS_LAUNCHER": "torch, direct or triton: how compiled kernels are launched (default: first that applies)",
+    "GEMS_CHECK_INDICES": "host: check indices on the host, synchronously, also on accelerators",
+    "GEMS_MM_TMA": "0: no TMA matrix-product kernel; force: take it for every product it can serve",
+    "GEMS_KERNEL_VARIANTS": "0: no backend kernel variants (the core's kernels everywhere)",
+    "GEMS_DECODE_MERGE": "fused or kernel: how decode attention merges its splits (default auto)",
+    "GEMS_CONFORMANCE_THREADS": "CPU threads per conformance worker (set by gems-conformance)",
+}
 
 
 # ---------------------------------------------------------------- the report, as plain data
@@ -292,7 +309,7 @@ def _config_lines(
     return [head + texts[0]] + [" " * len(head) + text for text in texts[1:]]
 
 
-def _policy_lines(name: str, pol: Mapping[str, Any]) -> list[str]:
+def _policy_lines(name: str, pol: Mapping[str, Any], verbose: bool = True) -> list[str]:
     lines = [f"Policy of {name}:"]
 
     def block(title: str, items: Sequence[str], empty: str = "none") -> None:
@@ -319,20 +336,15 @@ def _policy_lines(name: str, pol: Mapping[str, Any]) -> list[str]:
         ],
         empty=f"none ({supported} supported)",
     )
-    lines.append(
-        "  configs per tunable:" if pol["configs"] else "  configs per tunable:       none"
-    )
-    for kernel, entry in pol["configs"].items():
-        if not entry["known"]:
-            lines += _config_lines(
-                f"{kernel} (no such tunable in this gems-core)", entry["backend"], "    "
-            )
-        elif entry["backend"]:
-            lines.append(f"    {kernel}:")
-            lines += _config_lines("backend", entry["backend"], "      ", 14)
-            lines += _config_lines("core defaults", entry["core_defaults"], "      ", 14)
-        else:
-            lines += _config_lines(f"{kernel}: core defaults", entry["core_defaults"], "    ")
+    # the core's defaults are listed once, under the tunables; here only the backend's own
+    tuned = {kernel: entry for kernel, entry in pol["configs"].items() if entry["backend"]}
+    if not verbose:
+        block("backend configs", [", ".join(tuned)] if tuned else [], empty="none (the core's defaults)")
+    else:
+        lines.append("  backend configs:" if tuned else "  backend configs:           none (the core's defaults)")
+        for kernel, entry in tuned.items():
+            unknown = "" if entry["known"] else " (no such tunable in this gems-core)"
+            lines += _config_lines(kernel + unknown, entry["backend"], "    ")
     block(
         "compiler options kept",
         [
@@ -374,15 +386,17 @@ def _policy_lines(name: str, pol: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _ops_lines(ops: Mapping[str, Any]) -> list[str]:
+def _ops_lines(ops: Mapping[str, Any], verbose: bool = True) -> list[str]:
     lines = [f"Ops served: {ops['count']} ATen overloads in {len(ops['packets'])} packets"]
     if ops["aten_all"] or ops["aten_some_dtypes"]:
         lines[0] += (
-            f"; gated to ATen by the backend (marked): {ops['aten_all']} entirely, "
+            f"; gated to ATen by the backend{' (marked)' if verbose else ''}: {ops['aten_all']} entirely, "
             f"{ops['aten_some_dtypes']} for some dtypes"
         )
     if ops["aten_dtypes_every_op"]:
         lines.append(f"  (every op runs on ATen for {', '.join(ops['aten_dtypes_every_op'])})")
+    if not verbose:
+        return lines
     width = max((len(p) for p in ops["packets"]), default=0)
     for packet, entries in ops["packets"].items():
         names = []
@@ -410,8 +424,9 @@ def _tunable_lines(tunables: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def render(report: Mapping[str, Any]) -> str:
-    """The report as plain text."""
+def render(report: Mapping[str, Any], verbose: bool = True) -> str:
+    """The report as plain text; short (no configs, ops by packet or tunables) unless
+    ``verbose``."""
     v = report["versions"]
     lines = [
         (
@@ -429,26 +444,38 @@ def render(report: Mapping[str, Any]) -> str:
         lines += [f"  {line}" for line in report["error"].splitlines()]
         return "\n".join(lines)
     lines += ["", *_selection_lines(report["selection"])]
-    lines += ["", *_policy_lines(report["selection"]["backend"], report["policy"])]
-    lines += ["", *_ops_lines(report["ops"])]
-    lines += ["", *_tunable_lines(report["tunables"])]
+    lines += ["", *_policy_lines(report["selection"]["backend"], report["policy"], verbose)]
+    lines += ["", *_ops_lines(report["ops"], verbose)]
+    if verbose:
+        lines += ["", *_tunable_lines(report["tunables"])]
+    else:
+        lines += ["", f"Tunables: {len(report['tunables'])}. --verbose lists them with their "
+                  "configs, and every op served with the backend's gates."]
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m gems_core info [--json]`` (also the ``gems-info`` command)."""
+    """``python -m gems_core info [--verbose | --json]`` (also the ``gems-info`` command)."""
+    width = max(len(name) for name in ENVIRONMENT) + 2
     parser = argparse.ArgumentParser(
         prog="python -m gems_core",
-        description="Show what gems runs on here: backends, selection, policy, ops, tunables.",
+        description="Show what gems runs on here: backends, selection, policy, ops, tunables. "
+        "Installed as the gems-info command too.",
+        epilog="environment variables:\n"
+        + "\n".join(f"  {name:<{width}}{meaning}" for name, meaning in ENVIRONMENT.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("command", nargs="?", default="info", choices=["info"])
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--version", action="version", version=f"gems-core {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="every config, op and tunable (the default is a summary)")
+    parser.add_argument("--json", action="store_true", help="the whole report, machine-readable")
     args = parser.parse_args(argv)
     report = collect()
     if args.json:
         print(json.dumps(report, indent=2, default=repr))
     else:
-        print(render(report))
+        print(render(report, args.verbose))
     if report["error"]:
         print(f"gems: {report['error'].splitlines()[0]}", file=sys.stderr)
         return EXIT_SELECTION_FAILED

@@ -1,9 +1,36 @@
+import atexit
 import os
+import shutil
 import tempfile
+from pathlib import Path
 
 # Tests run on the built-in cpu backend unless GEMS_DEVICE says otherwise, with a cache of
-# their own so generated kernels and tuning choices do not leak between runs.
-os.environ.setdefault("GEMS_CACHE_DIR", tempfile.mkdtemp(prefix="gems-test-cache-"))
+# their own so generated kernels and tuning choices do not leak between runs; it is removed
+# when the run ends. The native dispatch layer's build (a minute of compiling, keyed by the
+# torch version and its source) is the exception: it is kept in the user's cache and reused.
+if "GEMS_CACHE_DIR" not in os.environ:
+    from gems_core.disk_cache import configured_cache_dir
+
+    _native = configured_cache_dir() / "native"
+    _cache = tempfile.mkdtemp(prefix="gems-test-cache-")
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+    os.environ["GEMS_CACHE_DIR"] = _cache
+    try:
+        _native.mkdir(parents=True, exist_ok=True)
+        (Path(_cache) / "native").symlink_to(_native, target_is_directory=True)
+    except OSError:  # an unwritable home: the layer is built in the run's own cache
+        pass
+
+
+def pytest_collection(session):
+    """Say so before collection builds the native dispatch layer (tests/test_native.py)."""
+    from gems_core import native
+
+    directory = native.build_directory().resolve()  # the kept folder, not the run's link
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and native.wanted() and not any(directory.glob("gems_native_*.so")):
+        reporter.write_line(f"gems: building the native dispatch layer first (about a minute, "
+                            f"once per torch version) in {directory}")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -298,7 +298,7 @@ def test_info_shows_emulated_policy(tmp_path):
 
 
 def test_info_text_marks_emulation_and_gates(tmp_path):
-    result = run_info(site=write_site(tmp_path, FAKE_CHIP), env=EMULATE)
+    result = run_info("--verbose", site=write_site(tmp_path, FAKE_CHIP), env=EMULATE)
     assert result.returncode == 0, result.stderr
     assert "emulated:     yes, on the Triton interpreter" in result.stdout
     assert "neg [ATen]" in result.stdout
