@@ -93,11 +93,11 @@ MM_TMA = Tunable(
 )
 
 #: the products that take this kernel: MIN_WORK <= M * N * K < MAX_WORK. Measured on an
-#: H200 (docs/measurements.md, session 4): the TMA kernel was ahead of the tiled one only at
+#: H200 (`benchmarks/run.py --ops mm`): the TMA kernel was ahead of the tiled one only at
 #: 2048 x 14336 x 4096 (x0.96-0.98 vs x0.90 cuBLAS) and behind at 8192^3 (x0.88 vs x0.96);
 #: below 2^36 its host path (Triton's launcher, new descriptors per call, no native replay)
 #: cost a Llama prefill of 1024 tokens 18.5 ms against 8.1 ms with the tiled kernel. On an
-#: H100 (session 7) the host path costs ~120 us a call and the TMA kernel beat the tiled one
+#: H100 the host path costs ~120 us a call and the TMA kernel beat the tiled one
 #: at 1024 x 4096 x 14336 (159-162 us vs 195-200, cuBLAS 163-169) but not at 1024 x 6144 x
 #: 4096 (85-94 us, host-bound, vs 94 tiled): the bound sits between the two.
 #: GEMS_MM_TMA=force lifts both bounds.
