@@ -201,3 +201,96 @@ def test_autograd_ops_build_a_graph_only_when_a_gradient_is_needed():
     w_ref = w.detach().clone().requires_grad_()
     F.rms_norm(x, (16,), w_ref).sum().backward()
     torch.testing.assert_close(w.grad, w_ref.grad)
+
+
+def _reached(call) -> set[str]:
+    """The ATen overloads gems serves that ``call``'s outputs reach below autograd,
+    forward and backward (with random output gradients)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: set[str] = set()
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.add(func.name().removeprefix("aten::").removesuffix(".default"))
+            return func(*args, **(kwargs or {}))
+
+    with Watch():
+        outputs = call()
+    grads = [torch.randn_like(out) for out in outputs]
+    with Watch():
+        torch.autograd.backward(outputs, grads)
+    return seen & set(all_impls())
+
+
+def _rand(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+
+
+COMPOSITE_CALLS = {
+    "softmax": lambda F: [F.softmax(_rand(2, 3), -1)],
+    "log_softmax": lambda F: [F.log_softmax(_rand(2, 3), -1)],
+    "layer_norm": lambda F: [F.layer_norm(_rand(2, 4), (4,), _rand(4), _rand(4))],
+    "group_norm": lambda F: [F.group_norm(_rand(2, 4, 3), 2, _rand(4), _rand(4))],
+    "nll_loss": lambda F: [F.nll_loss(_rand(3, 4), torch.tensor([0, 3, 1])),
+                           F.nll_loss(_rand(2, 4, 3, 2), torch.randint(0, 4, (2, 3, 2)))],
+    "cross_entropy": lambda F: [F.cross_entropy(_rand(3, 4), torch.tensor([0, 3, 1])),
+                                F.cross_entropy(_rand(2, 4, 3, 2), torch.randint(0, 4, (2, 3, 2)))],
+    "linear": lambda F: [F.linear(_rand(2, 3), _rand(4, 3), _rand(4)), F.linear(_rand(2, 5, 3), _rand(4, 3))],
+    "matmul": lambda F: [_rand(2, 3) @ _rand(3, 4), _rand(2, 2, 3) @ _rand(2, 3, 4), _rand(2, 3) @ _rand(3)],
+    "batch_norm": lambda F: [F.batch_norm(_rand(2, 3, 4), None, None, _rand(3), _rand(3), training=True)],
+}
+COMPOSITE_CALLS["cross_entropy_loss"] = COMPOSITE_CALLS["cross_entropy"]
+#: building blocks a decomposition also reaches (a bias gradient's sum, the outer product of
+#: mv's backward): a composite's name does not select them, which would take them from
+#: every other op
+GENERIC = {"sum", "mul"}
+
+
+@pytest.mark.parametrize("name", sorted(dispatch.COMPOSITES))
+def test_composite_names_select_what_pytorch_decomposes_them_into(name):
+    """``include``/``exclude`` take the names users know for ops PyTorch decomposes: each
+    selects the served ops its decomposition reaches (forward and backward), found here by
+    watching the dispatcher rather than trusting the table."""
+    import torch.nn.functional as F
+
+    reached = {op for op in _reached(lambda: COMPOSITE_CALLS[name](F)) if op.split(".")[0] not in GENERIC}
+    selected = dispatch.resolve([name], None)
+    assert reached <= selected, reached - selected
+    assert {op.split(".")[0] for op in selected} == {op.split(".")[0] for op in reached}
+    assert not reached & dispatch.resolve(None, [name])
+
+
+def test_readme_exclude_softmax_keeps_softmax_on_aten(monkeypatch):
+    import torch.nn.functional as F
+
+    from gems_core.launch_cache import LaunchCache
+
+    launched = []
+    launch = LaunchCache.__call__
+    monkeypatch.setattr(LaunchCache, "__call__", lambda self, *a, **k: (launched.append(self.name), launch(self, *a, **k))[1])
+    x = torch.randn(2, 5, dtype=torch.float64, device=DEVICE)
+    expected = x.exp() / x.exp().sum(-1, keepdim=True)
+    with gems_core.use_gems(exclude=["softmax"]):
+        assert not {"_softmax", "_softmax.out"} & set(gems_core.registered_ops())
+        result = F.softmax(x, -1)
+    assert launched == []
+    torch.testing.assert_close(result, expected)
+    with gems_core.use_gems(include=["softmax", "layer_norm.default"]):
+        assert "native_layer_norm" in gems_core.registered_ops()
+        result = F.softmax(x, -1)
+    assert launched
+    torch.testing.assert_close(result, expected)
+
+
+@pytest.mark.parametrize("name", ["batch_norm", "max_pool2d", "conv2d.padding"])
+def test_aten_ops_gems_leaves_to_aten_select_nothing(name):
+    assert dispatch.resolve([name], None) == frozenset()
+    assert dispatch.resolve(None, [name]) == dispatch.resolve(None, None)
+
+
+@pytest.mark.parametrize("name", ["softmaxx", "linear.nosuch", "cross_entropy.default"])
+def test_names_that_are_none_of_these_raise(name):
+    with pytest.raises(ValueError, match=f"{name!r}"):
+        gems_core.enable(exclude=[name])
+    assert gems_core.registered_ops() == []

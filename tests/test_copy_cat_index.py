@@ -188,16 +188,17 @@ def test_copy_keeps_special_values(monkeypatch) -> None:
 
 
 @pytest.mark.skipif(not runtime.current().interpreter, reason="a Triton interpreter quirk")
-def test_interpreter_still_truncates_to_bf16() -> None:
-    """Why the cpu backend gates bf16 copy_ and cat. If this fails, Triton's interpreter
-    rounds float32 to bf16 to nearest even now: drop the gates in gems_core/backends/cpu.py."""
+def test_interpreted_copies_round_to_bf16_as_aten() -> None:
+    """Triton's interpreter truncates float32 to bf16; gems' interpreted launches round to
+    nearest even as ATen does (ties included), so bf16 copies need no gate on the cpu backend."""
     load_ops()
     from gems_core.ops.copying import copy_into
 
-    src = torch.tensor([1 + 2**-8 + 2**-12, -39.6, 28.2])
-    got = torch.empty(3, dtype=torch.bfloat16)
+    ties = [1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8 + 2**-12)]  # ties to even, and a round up
+    src = torch.cat([torch.tensor(ties), rand(500, dtype=torch.float32, seed=3) * 1.001])
+    got = torch.empty(src.shape, dtype=torch.bfloat16)
     copy_into(got, src)
-    assert not torch.equal(got, src.bfloat16())
+    assert torch.equal(got, src.bfloat16())
 
 
 def test_kv_cache_write_through_a_slice(monkeypatch) -> None:

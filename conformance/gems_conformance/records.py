@@ -1,7 +1,8 @@
 """What the suite reports: one record per checked thing, with a status from a fixed set.
 
-Accuracy records are keyed by op case x dtype x sample class; contract and compile records
-name the checked item in ``op`` and the check in ``sample``.
+Accuracy records are keyed by op case x dtype x sample class; semantics records by the call
+checked (``op``) and its sample class; contract and compile records name the checked item in
+``op`` and the check in ``sample``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ FAILING = frozenset({FAIL, ERROR})
 #: statuses a record may move between without being a regression
 ACCEPTABLE = frozenset({PASS, XPASS, FALLBACK, NOT_SUPPORTED})
 
-TIERS = ("contract", "compile", "accuracy", "performance")
+TIERS = ("contract", "compile", "accuracy", "semantics", "performance")
 
 
 @dataclass

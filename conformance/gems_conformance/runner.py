@@ -100,6 +100,10 @@ def _plan(options: Options, ready: dict[str, Any], tiers: dict[str, TierResult])
             tiers[tier] = TierResult(tier, ran=True)
             if tier == "contract":
                 jobs.append({"tier": tier})
+            elif tier == "semantics":
+                # one job per sample class: each call is checked against ATen on the device
+                jobs += [{"tier": tier, "group": group, "ops": list(options.ops), "profile": options.profile}
+                         for group in ready.get("semantics", ())]
             elif tier == "compile":
                 # one job that compiles everything: it may stay silent for long
                 jobs.append({"tier": tier, "ops": cases if options.ops else [], "profile": options.profile,
@@ -115,7 +119,7 @@ def _plan(options: Options, ready: dict[str, Any], tiers: dict[str, TierResult])
 
 
 def _describe(job: dict[str, Any]) -> str:
-    return " ".join(str(job[k]) for k in ("tier", "case", "dtype") if k in job)
+    return " ".join(str(job[k]) for k in ("tier", "case", "dtype", "group") if k in job)
 
 
 class _Collector:
@@ -177,7 +181,7 @@ class _Collector:
             state = self._state(job)
             state.outcomes.append(SampleOutcome(-1, "setup", R.ERROR, message=message))
         else:
-            self.records.append(Record(tier=job["tier"], op=job.get("case", job["tier"]),
+            self.records.append(Record(tier=job["tier"], op=job.get("case", job.get("group", job["tier"])),
                                        dtype=job.get("dtype", "-"), sample="-", status=R.ERROR,
                                        message=message))
         self.progress.counted(R.ERROR)

@@ -60,7 +60,12 @@ def _ready(channel: Channel, load_error: str | None) -> None:
         from .performance import skip_reason
 
         perf_skip = skip_reason()
-    channel.send("ready", facts=facts, cases=cases, performance_skip=perf_skip)
+    semantics: list[str] = []
+    if not load_error:
+        from .semantics_tier import GROUPS
+
+        semantics = list(GROUPS)
+    channel.send("ready", facts=facts, cases=cases, semantics=semantics, performance_skip=perf_skip)
 
 
 def _run_accuracy(channel: Channel, job: dict[str, Any]) -> bool:
@@ -103,6 +108,14 @@ def _run(channel: Channel, job: dict[str, Any], load_error: str | None) -> bool:
             channel.send("record", id=job["id"], record=record.to_json())
     elif tier == "accuracy":
         healthy = _run_accuracy(channel, job)
+    elif tier == "semantics":
+        from .semantics_tier import check_group
+
+        for record in check_group(job["group"], tuple(job.get("ops", ())), job.get("profile", "full")):
+            channel.send("record", id=job["id"], record=record.to_json())
+            if any(word in record.message for word in POISONED):
+                healthy = False
+                break
     elif tier == "performance":
         import torch
 

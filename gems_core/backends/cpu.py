@@ -43,27 +43,12 @@ def gems_detect() -> DetectedDevice:
 
 @hookimpl
 def gems_known_deviations() -> list[Deviation]:
-    return [
-        Deviation(
-            op="*",
-            dtypes=("bfloat16",),
-            samples=("special",),
-            kind="xfail",
-            reason="Triton interpreter (3.9): bf16<->fp32 conversion mishandles subnormals, "
-            "so subnormal bf16 inputs read as wrong values",
-        ),
-    ]
+    return []
 
 
 _BF16_DOT = (
     "Triton interpreter (3.9): tl.dot on bf16 operands reads them as the wrong values "
     "(results off by orders of magnitude), so bf16 matrix products stay on ATen"
-)
-
-
-_BF16_ROUNDING = (
-    "Triton interpreter (3.9): float32 -> bf16 conversion truncates instead of rounding to "
-    "nearest even, so copies into bf16 would differ from ATen's in the last bit"
 )
 
 
@@ -75,6 +60,4 @@ def gems_unsupported_ops() -> list[OpGate]:
         OpGate("bmm", ("bfloat16",), reason=_BF16_DOT),
         OpGate("baddbmm", ("bfloat16",), reason=_BF16_DOT),
         OpGate("scaled_dot_product_attention", ("bfloat16",), reason=_BF16_DOT),
-        OpGate("copy_", ("bfloat16",), reason=_BF16_ROUNDING),
-        OpGate("cat", ("bfloat16",), reason=_BF16_ROUNDING),
     ]

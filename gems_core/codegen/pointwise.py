@@ -33,12 +33,13 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 
 from .._version import __version__
 from ..contract import KernelConfig
-from ..disk_cache import atomic_write_text, cache_dir
+from ..disk_cache import cached_file
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..plan_cache import Launch, PlanCache, dense_strides
 from ..tuning import Tunable
 from .layout import allocate_like, broadcast_shapes, broadcast_strides, iteration_layout, max_offset
+from .overlap import assert_no_internal_overlap, assert_no_partial_overlap
 
 KINDS = {kind.name: kind for kind in ELEMENTWISE_TYPE_PROMOTION_KIND}
 TL_DTYPES = {
@@ -175,9 +176,7 @@ def _load_generated(source: str) -> Any:
     with _modules_lock:
         module = _modules.get(digest)
         if module is None:
-            path = cache_dir() / "pointwise" / f"v{__version__}" / f"pw_{digest}.py"
-            if not path.exists() or path.read_text(encoding="utf-8") != source:
-                atomic_write_text(path, source)
+            path = cached_file(f"pointwise/v{__version__}/pw_{digest}.py", source)
             name = f"gems_core._generated.pw_{digest}"
             spec = importlib.util.spec_from_file_location(name, path)
             assert spec is not None and spec.loader is not None
@@ -200,8 +199,10 @@ class PointwiseOp:
         num_outputs: int,
         extras: Sequence[str],
         promote: Sequence[int] | None = None,
+        aliased_output: bool = False,
     ) -> None:
         self.fn = fn
+        self.aliased_output = aliased_output
         self.kind = KINDS[kind]
         self.num_inputs = num_inputs
         positions = range(num_inputs) if promote is None else promote
@@ -255,6 +256,7 @@ class PointwiseOp:
         elif isinstance(out, torch.Tensor) and self.num_outputs == 1:
             # out= and in-place calls repeat too (an optimizer step, x.relu_()): the same
             # signature with the output's layout settles everything but the addresses
+            self._check_write(out, operands)
             signature = self._out_signature(operands, extras, out, dtype, compute_dtype)
             plan = self._plans.get(signature)
             if plan is not None:
@@ -324,6 +326,7 @@ class PointwiseOp:
         result dtype must cast to ``target``'s)."""
         plan = self._plans.get(self._out_signature((target, *operands), extras, target, None, None))
         if plan is not None:  # a repeat: its first call passed the checks below
+            self._check_write(target, operands)
             plan.launch((target, *operands), (target,), extras)
             return target
         shape = broadcast_shapes(
@@ -335,6 +338,12 @@ class PointwiseOp:
             )
         result = self(target, *operands, out=target, **extras)
         return target if result is not NotImplemented else result
+
+    def _check_write(self, out: torch.Tensor, inputs: Sequence[Any]) -> None:
+        """ATen's checks before an elementwise op writes ``out`` (TensorIterator's rules)."""
+        if not self.aliased_output:
+            assert_no_internal_overlap(out)
+        assert_no_partial_overlap(out, inputs)
 
     def _outputs(
         self,
@@ -348,9 +357,15 @@ class PointwiseOp:
             return [allocate_like(shape, result, device, tensors) for _ in range(self.num_outputs)]
         outs = [out] if isinstance(out, torch.Tensor) else list(out)
         for o in outs:
+            self._check_write(o, tensors)
+        for o in outs:
             if not torch.can_cast(result, o.dtype):
                 raise RuntimeError(f"result type {_type_name(result)} can't be cast to the desired output type {_type_name(o.dtype)}")
             if tuple(o.shape) != shape:
+                if any(t is o for t in tensors):  # read and written: ATen does not resize it
+                    raise RuntimeError(
+                        f"output with shape {list(o.shape)} doesn't match the broadcast shape {list(shape)}"
+                    )
                 if o.numel():
                     warnings.warn(
                         f"An output with one or more elements was resized since it had shape "
@@ -503,6 +518,7 @@ def pointwise(
     num_outputs: int = 1,
     extras: Sequence[str] = (),
     promote: Sequence[int] | None = None,
+    aliased_output: bool = False,
 ) -> Any:
     """Decorator: turn a scalar ``@triton.jit`` function into a :class:`PointwiseOp`.
 
@@ -511,11 +527,13 @@ def pointwise(
     operands (tensors or numbers); ``extras`` names trailing parameters passed through as
     they are (e.g. ``alpha``). ``promote`` lists the operand positions that take part in
     type promotion (default: all); the others reach the function in their own dtype (e.g.
-    ``where``'s boolean condition)."""
+    ``where``'s boolean condition). ``aliased_output``: an output whose elements share
+    memory (an expanded view) is written anyway, as ATen writes it for ``masked_fill_``;
+    otherwise that raises ATen's error, as an output partly overlapping an input always does."""
 
     def decorate(fn: Any) -> PointwiseOp:
         raw = getattr(fn, "fn", fn)
         count = raw.__code__.co_argcount - len(extras) if num_inputs is None else num_inputs
-        return PointwiseOp(fn, kind, count, num_outputs, extras, promote)
+        return PointwiseOp(fn, kind, count, num_outputs, extras, promote, aliased_output)
 
     return decorate

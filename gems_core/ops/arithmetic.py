@@ -16,12 +16,16 @@ from ..registry import aten_op
 @pointwise(kind="DEFAULT")
 @triton.jit
 def _add(x, y):
+    if x.dtype == tl.int1:
+        return x | y  # bool: logical or (1-bit addition would wrap True + True to False)
     return x + y
 
 
 @pointwise(kind="DEFAULT", extras=("alpha",))
 @triton.jit
 def _add_scaled(x, y, alpha):
+    if x.dtype == tl.int1:
+        return x | (y & (alpha != 0))
     return x + y * alpha
 
 
@@ -86,7 +90,11 @@ def _neg(x):
 
 
 def _check_alpha(self: Any, other: Any, alpha: Any) -> None:
-    if isinstance(alpha, float):
+    if isinstance(alpha, bool):
+        _, result = _add.result_dtypes(self, other)
+        if result != torch.bool:
+            raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    elif isinstance(alpha, float):
         _, result = _add.result_dtypes(self, other)
         if not result.is_floating_point and not result.is_complex:
             raise RuntimeError(

@@ -18,31 +18,29 @@ import triton.language as tl
 
 from ..codegen.pointwise import PointwiseOp, pointwise
 from ..registry import aten_op
-from .compare import is_nan
 
 
 @pointwise(kind="DEFAULT")
 @triton.jit
 def _clamp(x, lo, hi):
-    # min(max(x, lo), hi) with NaN from any operand
-    # (the NaN tests see the bounds broadcast to x's shape: the CPU interpreter cannot mix a
-    # float64 scalar's test with a tensor's)
-    r = tl.where((x < lo) | is_nan(lo + tl.zeros_like(x)), lo, x)
-    return tl.where((r > hi) | is_nan(hi + tl.zeros_like(r)), hi, r)
+    # min(max(x, lo), hi) with NaN from any operand: NaN-propagating min/max by definition,
+    # where a compare-and-select could be folded into a NaN-dropping one by the compiler
+    r = tl.maximum(x, lo, propagate_nan=tl.PropagateNan.ALL)
+    return tl.minimum(r, hi, propagate_nan=tl.PropagateNan.ALL)
 
 
 @pointwise(kind="DEFAULT")
 @triton.jit
 def _clamp_min(x, lo):
-    # max(x, lo) with NaN from either operand (lo broadcast for the NaN test, as in _clamp)
-    return tl.where((x < lo) | is_nan(lo + tl.zeros_like(x)), lo, x)
+    # max(x, lo) with NaN from either operand
+    return tl.maximum(x, lo, propagate_nan=tl.PropagateNan.ALL)
 
 
 @pointwise(kind="DEFAULT")
 @triton.jit
 def _clamp_max(x, hi):
-    # min(x, hi) with NaN from either operand (hi broadcast for the NaN test, as in _clamp)
-    return tl.where((x > hi) | is_nan(hi + tl.zeros_like(x)), hi, x)
+    # min(x, hi) with NaN from either operand
+    return tl.minimum(x, hi, propagate_nan=tl.PropagateNan.ALL)
 
 
 def _fits(value: Any, dtype: torch.dtype) -> bool:

@@ -28,6 +28,7 @@ import triton
 import triton.language as tl  # noqa: F401 - the interpreter wants it among a kernel's globals
 
 from ..codegen.layout import max_offset
+from ..codegen.overlap import assert_no_internal_overlap, assert_no_partial_overlap
 from ..codegen.pointwise import TL_DTYPES, pointwise
 from ..launch_cache import recording
 from ..plan_cache import PlanCache, signature
@@ -128,19 +129,21 @@ def copy_(self: torch.Tensor, src: Any, non_blocking: bool = False) -> Any:
         if src.dim() == 0 and src.device.type == "cpu":
             return _copy_host_scalar(self, src)
         return NotImplemented  # transfers between devices are ATen's
+    assert_no_internal_overlap(self)
     if may_overlap_itself(self):
-        return NotImplemented  # ATen raises where elements surely share memory
+        return NotImplemented  # layouts too hard to decide: ATen copies them its own way
     try:
         source = src if src.shape == self.shape else src.expand(self.shape)
     except RuntimeError:
         return NotImplemented  # ATen raises its broadcasting error
+    assert_no_partial_overlap(self, (src,))
     if spans_meet(self, source):
         if _same_view(self, src):
             # nothing to do: no call for the native layer to repeat (a recipe of no launches
             # would skip the copy of a later call whose operands are apart)
             recording.impure = True
             return self
-        return NotImplemented  # ATen raises for a partial overlap of dense operands
+        return NotImplemented  # overlaps ATen finds too hard to decide: it copies them
     if self.numel():
         copy_into(self, source)
     return self

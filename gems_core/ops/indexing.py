@@ -29,6 +29,7 @@ import triton
 import triton.language as tl
 
 from .. import compat, runtime
+from ..codegen.overlap import assert_no_internal_overlap, assert_no_overlap
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
@@ -225,10 +226,17 @@ def _index_select(
     dim = wrap_dim(dim, self.dim())
     if index.dim() > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
+    if self.dim() == 0 and index.numel() != 1:
+        raise RuntimeError(
+            f"index_select(): Index to scalar can have only 1 value, got {index.numel()} value(s)"
+        )
     if index.dtype not in (torch.int32, torch.int64):
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     if self.dtype not in TL_DTYPES or (out is not None and out.dtype != self.dtype):
         return NotImplemented  # ATen raises for a mismatched out dtype
+    if out is not None:
+        assert_no_internal_overlap(out)
+        assert_no_overlap(out, (self, index))
     size = self.size(dim) if self.dim() else 1
     host_check = host_checks_indices(self.device)
     if host_check and not wrap:

@@ -38,14 +38,14 @@ _INT32 = 2**31 - 1
 NONZERO, BOUNDARY = 0, 1
 
 
-@pointwise(kind="NO_OPMATH", promote=(0,), extras=("value",))
+@pointwise(kind="NO_OPMATH", promote=(0,), extras=("value",), aliased_output=True)
 @triton.jit
 def _masked_fill(x, mask, value):
     # out = mask ? value : x   (mask bool, broadcast to x)
     return tl.where(mask, value, x)
 
 
-@pointwise(kind="NO_OPMATH", promote=(0,))
+@pointwise(kind="NO_OPMATH", promote=(0,), aliased_output=True)
 @triton.jit
 def _masked_fill_tensor(x, mask, value):
     # as _masked_fill, with value a 0-d tensor on the device
@@ -174,7 +174,18 @@ def masked_fill_(self: torch.Tensor, mask: torch.Tensor, value: Any) -> Any:
     fill = _fill_value(self, value)
     if mask.dtype != torch.bool or fill is None:
         return NotImplemented  # ATen raises for a non-bool mask
+    _warn_expanded(self)
     return _masked_fill.inplace(self, mask, value=fill)
+
+
+def _warn_expanded(self: torch.Tensor) -> None:
+    """ATen fills an expanded tensor in place, with this warning."""
+    if torch._debug_has_internal_overlap(self) == 1:
+        warnings.warn(
+            "Use of masked_fill_ on expanded tensors is deprecated. Please clone() the tensor before "
+            "performing this operation. This also applies to advanced indexing e.g. tensor[mask] = scalar",
+            UserWarning, stacklevel=3,
+        )
 
 
 def _check_value_tensor(value: torch.Tensor) -> None:
@@ -192,6 +203,7 @@ def masked_fill_tensor_(self: torch.Tensor, mask: torch.Tensor, value: torch.Ten
         return masked_fill_(self, mask, value.item())
     if mask.dtype != torch.bool or self.dtype not in TL_DTYPES or value.dtype not in TL_DTYPES:
         return NotImplemented
+    _warn_expanded(self)
     return _masked_fill_tensor.inplace(self, mask, value)
 
 

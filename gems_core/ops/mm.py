@@ -51,6 +51,7 @@ from ..launch_cache import KernelCompileError, LaunchCache
 from ..plan_cache import PlanCache
 from ..registry import aten_op
 from ..tuning import Tunable
+from .arithmetic import _mul
 from .gemm_common import (  # noqa: F401 - re-exported for blas.py and attention.py
     _FLOATS,
     _INT32_MAX,
@@ -530,6 +531,13 @@ def _addmm(
             return NotImplemented
         if not _prepare_out(out, shape, mat1):
             return NotImplemented
+    if alpha == 0:
+        # as BLAS does, the product is not read (NaN and inf in mat1/mat2 do not propagate)
+        if beta == 0:
+            out.zero_()
+        else:
+            _mul(bias, beta, out=out)
+        return out
     # beta == 0 ignores the input entirely (NaN and inf in it do not propagate), as in ATen
     used_bias = None if beta == 0 else bias
 

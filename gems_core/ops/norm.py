@@ -315,7 +315,9 @@ def native_layer_norm(
     if plan is not None:
         return plan(input, weight, bias, eps)
     rows = _rows(input, normalized_shape, weight, bias)
-    if rows is None or rows[1] == 0:
+    if rows is None or rows[1] == 0 or any(p is not None and p.dtype != input.dtype for p in (weight, bias)):
+        # parameters of another dtype: ATen's CPU kernel takes them (mixed types), its GPU
+        # kernels raise; ATen answers on every device
         return NotImplemented
     m, n = rows
     stride = row_stride(input, len(normalized_shape))

@@ -199,8 +199,11 @@ def _fill_(self: torch.Tensor, dist: int, a: float, b: float, generator: torch.G
 @aten_op("uniform_", native=False)
 def uniform_(self: torch.Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Any = None) -> Any:
     """Fill with U[from, to); the factories ``rand`` and ``rand_like`` come here."""
-    if not from_ <= to:
-        return NotImplemented  # ATen raises its own error
+    if self.dtype not in _FLOATS:
+        return NotImplemented
+    limit = torch.finfo(self.dtype).max
+    if not (-limit <= from_ <= to <= limit and to - from_ <= limit):
+        return NotImplemented  # ATen raises its own error (reversed, infinite, NaN, too wide)
     return _fill_(self, UNIFORM, from_, to, generator)
 
 

@@ -96,6 +96,9 @@ def _reduce_kernel(
     # max and min propagate NaN.
     pid = tl.program_id(0)
     split = tl.program_id(1)
+    if INT64:  # before any product: a split's first column can pass 2^31 (pid * BLOCK_M too)
+        pid = pid.to(tl.int64)
+        split = split.to(tl.int64)
     rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
     col_range = tl.arange(0, BLOCK_N)
     if INT64:

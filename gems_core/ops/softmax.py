@@ -237,6 +237,22 @@ def _into(out: torch.Tensor | None, result: torch.Tensor) -> torch.Tensor:
     return out.copy_(result)
 
 
+def _check_out(out: torch.Tensor, dtype: torch.dtype, device: torch.device) -> None:
+    """A structured op's ``out``: its dtype and device must be the result's (no cast)."""
+    for what, want, got in (("dtype", dtype, out.dtype), ("device", device, out.device)):
+        if want != got:
+            raise RuntimeError(f"Expected out tensor to have {what} {_c10_name(want)}, but got "
+                               f"{_c10_name(got)} instead")
+
+
+def _c10_name(value: torch.dtype | torch.device) -> str:
+    """How ATen's messages name a dtype (its C++ type) or a device."""
+    if isinstance(value, torch.device):
+        return str(value)
+    return {torch.float32: "float", torch.float64: "double", torch.float16: "c10::Half",
+            torch.bfloat16: "c10::BFloat16"}.get(value, str(value).removeprefix("torch."))
+
+
 def _softmax_forward(
     x: torch.Tensor, dim: int, half_to_float: bool, log: bool, out: torch.Tensor | None = None
 ) -> Any:
@@ -253,6 +269,8 @@ def _softmax_forward(
             return NotImplemented  # ATen decides (its CPU kernel refuses the conversion)
         dtype = torch.float32
     wrapped = _wrap_dim(dim, x.dim())
+    if out is not None:
+        _check_out(out, dtype, x.device)
     copy = not x.is_contiguous()
     x = x.contiguous()
     direct = out is not None and out.dtype == dtype and out.shape == x.shape and out.is_contiguous()

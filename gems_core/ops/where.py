@@ -18,6 +18,7 @@ import triton.language as tl
 
 from ..codegen.pointwise import pointwise
 from ..registry import aten_op
+from .factory import converted_value
 
 
 @pointwise(kind="NO_OPMATH", promote=(1, 2))
@@ -74,6 +75,10 @@ def where_scalar_operand(condition: torch.Tensor, self: Any, other: Any) -> Any:
     if not _bool_condition(condition) or _wants_grad(condition, self, other):
         return NotImplemented
     _, result = _where.result_dtypes(condition, self, other)
+    if not result.is_floating_point and result != torch.bool:
+        # ATen converts the number to an integer result dtype checked (1000 into int8 raises)
+        self, other = (converted_value(v, result) if not isinstance(v, torch.Tensor) else v
+                       for v in (self, other))
     return _where(condition, _as_result_number(self, result), _as_result_number(other, result))
 
 
