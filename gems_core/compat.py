@@ -129,3 +129,76 @@ def is_interpreted(kernel: Any) -> bool:
     from triton.runtime.interpreter import InterpretedFunction
 
     return isinstance(kernel, InterpretedFunction)
+
+
+@functools.cache
+def device_interface() -> Any:
+    """The running Triton driver's torch device module (``torch.cuda`` on NVIDIA and AMD):
+    current device, device guard, streams."""
+    return _driver.active.get_device_interface()
+
+
+def current_device() -> int:
+    return device_interface().current_device()
+
+
+@functools.cache
+def device_name(index: int) -> str:
+    """Device ``index``'s model name (as the driver reports it)."""
+    return str(device_interface().get_device_name(index))
+
+
+def device_guard(index: int) -> Any:
+    """A context manager that makes device ``index`` current inside it."""
+    return device_interface().device(index)
+
+
+#: a tensor's device index, -1 on the CPU (a CPU number next to device tensors is the op's
+#: to judge, as in ATen)
+_index_of = torch.Tensor.get_device
+
+
+def on_operands_device(fn: Callable[..., Any], device_type: str) -> Callable[..., Any]:
+    """``fn`` run with its operands' device current: kernels compile, tune and launch on the
+    device their tensors are on, whichever device is current (one index comparison when it
+    is the current one). Operands on two devices of ``device_type`` raise ATen's error."""
+    current, guard, index_of, tensor = current_device_function(), device_guard, _index_of, torch.Tensor
+
+    def on_device(*args: Any, **kwargs: Any) -> Any:
+        found = -1
+        for value in (*args, *kwargs.values()) if kwargs else args:
+            if isinstance(value, tensor):
+                items: Any = (value,)
+            elif isinstance(value, (list, tuple)) and value and isinstance(value[0], tensor):
+                items = value  # a tensor list (cat, stack): one device for all
+            else:
+                continue
+            for item in items:
+                index = index_of(item) if isinstance(item, tensor) else -1
+                if index < 0 or index == found:
+                    continue
+                if found >= 0:
+                    raise RuntimeError(
+                        "Expected all tensors to be on the same device, but found at least two "
+                        f"devices, {device_type}:{found} and {device_type}:{index}!"
+                    )
+                found = index
+        if found < 0 or found == current():
+            return fn(*args, **kwargs)
+        with guard(found):
+            return fn(*args, **kwargs)
+
+    on_device.__wrapped__ = fn  # type: ignore[attr-defined]
+    return on_device
+
+
+def current_device_function() -> Callable[[], int]:
+    """The cheapest way to ask for the current device's index, for per-launch paths."""
+    try:
+        interface = device_interface()
+    except RuntimeError:  # no device driver (Triton's interpreter): CPU tensors, one device
+        return lambda: 0
+    if interface is torch.cuda and hasattr(torch._C, "_cuda_getDevice"):
+        torch.cuda.init()  # the raw query assumes an initialized CUDA
+        return torch._C._cuda_getDevice
+    return interface.current_device

@@ -38,9 +38,18 @@ class _State:
                 registration.close()
 
 
-_stack: list[_State | None] = []
+#: the use_gems() blocks open now, of every thread, in the order they were entered: each
+#: a one-item list (compared by identity) of the ops it serves
+_blocks: list[list[frozenset[str]]] = []
+#: the ops enable() asked for (None: disabled), served while no block is open
+_base: frozenset[str] | None = None
 _current: _State | None = None
+#: the ops the registration in _current was asked for
+_requested: frozenset[str] | None = None
 _lock = threading.RLock()
+#: ATen's kernels by (overload, dispatch key), captured once per process: asking the
+#: dispatcher again on every registration (each use_gems() block) costs memory it keeps
+_aten_kernels: dict[tuple[str, str], Callable[..., Any]] = {}
 
 
 def _names(items: Iterable[str] | str | None) -> list[str]:
@@ -49,8 +58,37 @@ def _names(items: Iterable[str] | str | None) -> list[str]:
     return [items] if isinstance(items, str) else list(items)
 
 
+#: names users know for ops PyTorch decomposes before they reach a backend (ATen composites
+#: and torch.nn.functional names), and the packets gems serves for them, backward included
+COMPOSITES: dict[str, tuple[str, ...]] = {
+    "softmax": ("_softmax", "_softmax_backward_data"),
+    "log_softmax": ("_log_softmax", "_log_softmax_backward_data"),
+    "layer_norm": ("native_layer_norm", "native_layer_norm_backward"),
+    "group_norm": ("native_group_norm", "native_group_norm_backward"),
+    "nll_loss": ("nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward", "nll_loss2d_backward"),
+    "cross_entropy": ("_log_softmax", "_log_softmax_backward_data", "nll_loss_forward",
+                      "nll_loss_backward", "nll_loss2d_forward", "nll_loss2d_backward"),
+    "linear": ("addmm", "mm"),
+    "matmul": ("mm", "bmm", "mv"),
+    "batch_norm": (),  # native_batch_norm: ATen's
+}
+COMPOSITES["cross_entropy_loss"] = COMPOSITES["cross_entropy"]
+
+
+def _aten_packet(name: str) -> bool:
+    packet, _, overload = name.partition(".")
+    try:
+        torch._C._dispatch_find_schema_or_throw(f"aten::{packet}", "" if overload == "default" else overload)
+    except RuntimeError:
+        return False
+    return True
+
+
 def resolve(include: Iterable[str] | str | None, exclude: Iterable[str] | str | None) -> frozenset[str]:
-    """The overloads ``include``/``exclude`` select (ATen names, overload or packet)."""
+    """The overloads ``include``/``exclude`` select: ATen overloads ("add.Tensor"), packets
+    ("add"), and the names of ops PyTorch decomposes ("softmax", "layer_norm", "linear",
+    "cross_entropy"...: the ops gems serves for them). An ATen operator gems does not serve
+    selects nothing; any other name is an error."""
     impls = all_impls()
     packets: dict[str, set[str]] = {}
     for name in impls:
@@ -63,7 +101,12 @@ def resolve(include: Iterable[str] | str | None, exclude: Iterable[str] | str | 
             return packets[name]
         if name.endswith(".default") and name[: -len(".default")] in impls:
             return {name[: -len(".default")]}
-        known = sorted(set(impls) | set(packets))
+        composite = COMPOSITES.get(name.split(".", 1)[0])
+        if composite is not None and (name in COMPOSITES or _aten_packet(name)):
+            return set().union(*(packets.get(p, ()) for p in composite))
+        if _aten_packet(name):
+            return set()  # an operator gems leaves to ATen (max_pool2d, say)
+        known = sorted(set(impls) | set(packets) | set(COMPOSITES))
         close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
         hint = f"; close matches: {', '.join(close)}" if close else ""
         raise ValueError(f"gems serves no ATen operator named {name!r}{hint}")
@@ -100,13 +143,18 @@ def _make_kernel(
 ) -> Callable[..., Any]:
     """The function registered for ``impl`` on ``dispatch_key``; it takes the dispatcher's
     keyset first where ``with_keyset`` (kernels on Autograd keys, which redispatch)."""
-    aten_kernel = compat.aten_kernel(f"aten::{impl.name}", dispatch_key)
+    aten_kernel = _aten_kernels.get((impl.name, dispatch_key))
+    if aten_kernel is None:  # registration holds _lock: gems does not serve this key now
+        aten_kernel = compat.aten_kernel(f"aten::{impl.name}", dispatch_key)
+        _aten_kernels[impl.name, dispatch_key] = aten_kernel
 
     def aten(keyset: Any, *args: Any, **kwargs: Any) -> Any:
         recording.impure = True  # a call (partly) served by ATen is not one to repeat natively
         return aten_kernel(keyset, *args, **kwargs)
 
     fn = rt.policy.overrides.get(impl.name) or impl.fn
+    if not (rt.interpreter or rt.compile_only):
+        fn = compat.on_operands_device(fn, rt.device_type)
     gate = rt.policy.gate_for(impl.name)
     gated = frozenset(_torch_dtype(d) for d in gate) if gate else frozenset()
     always_aten = gate is not None and not gate
@@ -231,24 +279,45 @@ def native_stats() -> list[dict[str, Any]]:
     return native.stats(state.native) + native.stats(state.native_autograd)
 
 
+def _switch(ops: frozenset[str] | None, force: bool = False) -> None:
+    """Make the registration serve ``ops`` (None: none), keeping it where it does already
+    (unless ``force``): blocks of several threads that serve the same ops share one
+    registration, which none of them replaces under the others' running calls. A failed
+    registration leaves the previous one in place. Callers hold :data:`_lock`."""
+    global _current, _requested
+    if not force and ops == _requested:
+        return
+    previous = _requested
+    _unregister(_current)
+    _current = _requested = None
+    if ops is None:
+        return
+    try:
+        _current = _register(ops)
+    except BaseException:
+        _current = _register(previous) if previous is not None else None
+        _requested = previous
+        raise
+    _requested = ops
+
+
 def enable(include: Iterable[str] | str | None = None, exclude: Iterable[str] | str | None = None) -> None:
     """Serve ATen operators with gems' Triton kernels on the selected backend, for the rest
     of the process (until :func:`disable`). ``include``/``exclude`` take ATen names:
     ``"add.Tensor"`` for one overload, ``"add"`` for all of them."""
-    global _current
+    global _base
     ops = resolve(include, exclude)
     with _lock:
-        _unregister(_current)
-        _current = None
-        _current = _register(ops)
+        _switch(ops, force=True)
+        _base = ops
 
 
 def disable() -> None:
     """Give every operator back to ATen."""
-    global _current
+    global _base
     with _lock:
-        _unregister(_current)
-        _current = None
+        _switch(None, force=True)
+        _base = None
 
 
 @contextmanager
@@ -256,25 +325,22 @@ def use_gems(
     include: Iterable[str] | str | None = None, exclude: Iterable[str] | str | None = None
 ) -> Iterator[None]:
     """Serve operators with gems inside the block; the previous state (enabled with other
-    ops, or disabled) comes back on exit, also when the block raises. Blocks nest."""
-    global _current
+    ops, or disabled) comes back on exit, also when the block raises. Blocks nest.
+
+    The dispatcher is process-wide: while any thread's block is open, gems serves every
+    thread, with the ops of the block entered last; threads whose blocks serve the same
+    ops share one registration."""
     ops = resolve(include, exclude)
+    block = [ops]
     with _lock:
-        previous = _current
-        _unregister(previous)
-        try:
-            _current = _register(ops)
-        except BaseException:
-            _current = _register(previous.ops) if previous is not None else None
-            raise
-        _stack.append(previous)
+        _switch(ops)
+        _blocks.append(block)
     try:
         yield
     finally:
         with _lock:
-            _unregister(_current)
-            restored = _stack.pop()
-            _current = _register(restored.ops) if restored is not None else None
+            del _blocks[next(i for i, b in enumerate(_blocks) if b is block)]
+            _switch(_blocks[-1][0] if _blocks else _base)
 
 
 def registered_ops() -> list[str]:

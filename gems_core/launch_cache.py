@@ -35,6 +35,9 @@ class _InterpreterState(threading.local):
 
 
 interpreter_state = _InterpreterState()
+#: Triton's interpreter patches ``triton.language`` for the kernel it runs and restores it
+#: after, process-wide: interpreted kernels of several threads run one at a time
+_interpreter_lock = threading.RLock()
 
 
 class _Recording(threading.local):
@@ -151,22 +154,35 @@ class LaunchCache:
                 )
             if recording.native is not None:
                 recording.impure = True  # an interpreted launch is nothing the native layer can repeat
-            interpreter_state.active = True
-            try:
-                # masked-off lanes compute on filler values; numpy must not warn about them
-                import numpy  # the interpreter runs on numpy; only interpreted launches need it
+            # masked-off lanes compute on filler values; numpy must not warn about them
+            import numpy  # the interpreter runs on numpy; only interpreted launches need it
 
-                with numpy.errstate(all="ignore"):
+            from .codegen.interpreted_casts import aten_bf16_rounding
+
+            with _interpreter_lock, numpy.errstate(all="ignore"), aten_bf16_rounding():
+                interpreter_state.active = True
+                try:
                     self.kernel[grid3](*args, **constexprs)
-            finally:
-                interpreter_state.active = False
+                finally:
+                    interpreter_state.active = False
             return
+        device = _device_of(args)
+        if device != _current_device() and _compile_target() is None:
+            # compiled kernels load into, and launch on, the current device
+            with compat.device_guard(device):
+                self._run(grid3, args, constexprs, config, options, device)
+            return
+        self._run(grid3, args, constexprs, config, options, device)
+
+    def _run(self, grid3: tuple[int, int, int], args: tuple[Any, ...], *how: Any) -> None:
+        """Launch on ``device`` (current): ``how`` is (constexprs, config, options, device)."""
+        constexprs, config, options, device = how
         entry = self.entry_for(grid3, args, constexprs, config, options)
         if entry is None:
             return  # compile-only execution: compiled for the target, nothing to run
         go, tail = entry
         full = (*args, *tail)
-        go(grid3[0], grid3[1], grid3[2], compat.current_stream(_device_of(args)), full)
+        go(grid3[0], grid3[1], grid3[2], compat.current_stream(device), full)
         if recording.native is not None:
             recording.native.append((go, grid3, full))
 
@@ -282,6 +298,12 @@ class BoundLaunch:
             self.cache(grid3, *args, config=self.config, options=self.options, **self.constexprs)
             return
         self.last_entry = None
+        if device != _current_device():
+            with compat.device_guard(device):
+                return self._launch(grid3, args, device)
+        self._launch(grid3, args, device)
+
+    def _launch(self, grid3: tuple[int, int, int], args: tuple[Any, ...], device: int) -> None:
         # Tensors at dynamic positions go to the launcher as their addresses: their dtype,
         # shape, strides and device were settled by the plan's signature, and a plain
         # integer spares the launcher a method call and a driver query per pointer.
@@ -494,4 +516,11 @@ def _device_of(args: tuple[Any, ...]) -> int:
     for arg in args:
         if isinstance(arg, torch.Tensor):
             return arg.device.index or 0
-    return torch.cuda.current_device()
+    return compat.current_device()
+
+
+def _current_device() -> int:
+    """The current device's index (looked up on first use: the interpreter has no driver)."""
+    global _current_device
+    _current_device = compat.current_device_function()
+    return _current_device()

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from . import compat, tuning
+from . import compat, launch_cache, tuning
 from .contract import KernelConfig
 from .launch_cache import LaunchCache, _arg_key, recording
 
@@ -149,8 +149,8 @@ class Launch:
         except AttributeError:  # not all tensors: the general path
             return False
         go = self.fast.get((tuple([a & 15 == 0 for a in addresses]), tuple(map(_arg_key, trailing)) if trailing else ()))
-        if go is None:
-            return False
+        if go is None or self.device_index != launch_cache._current_device():
+            return False  # the general path makes the kernel's device current around it
         grid = self.grid
         full = (*addresses, *self.static, *trailing, *self.tail)
         go(grid[0], grid[1], grid[2], self.stream(self.device_index), full)

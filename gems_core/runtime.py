@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from . import compat
 from .contract import Limits
-from .policy import Policy, build_policy
+from .policy import Policy, build_policy, check_tunables
 from .selection import Selection, select
 
 
@@ -76,6 +76,9 @@ def current() -> Runtime:
                             "does not: unset TRITON_INTERPRET"
                         )
                 _runtime = Runtime(selection=selection, policy=build_policy(selection))
+                # configs are checked against the tunables, which the ops declare once loaded
+                # (loading them needs this runtime)
+                _runtime.policy = check_tunables(_runtime.policy, selection.backend.name, _runtime.limits)
     return _runtime
 
 
@@ -85,18 +88,28 @@ def peek() -> Runtime | None:
 
 
 
-@functools.cache
 def compute_units(device_type: str, index: int | None) -> int:
     """How many independent compute units (SMs, CUs) the device has, for sizing grids that
     must fill the chip; 8 where the device does not say (the CPU interpreter, whose programs
-    run one after another, wants few)."""
+    run one after another, wants few). Kept per device index (``None``: the current device)."""
     if device_type == "cpu":
         return 8
+    if index is None:
+        try:
+            import torch
+
+            index = torch.get_device_module(device_type).current_device()
+        except Exception:
+            return 8
+    return _compute_units(device_type, index)
+
+
+@functools.cache
+def _compute_units(device_type: str, index: int) -> int:
     try:
         import torch
 
-        module = torch.get_device_module(device_type)
-        props = module.get_device_properties(index if index is not None else module.current_device())
+        props = torch.get_device_module(device_type).get_device_properties(index)
         units = int(getattr(props, "multi_processor_count", 0))
     except Exception:
         units = 0
