@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from . import compat, runtime
+import torch
+
+from . import compat, launch_cache, runtime
 from .contract import KernelConfig
 from .disk_cache import cache_dir, merge_json, read_json
 
@@ -39,6 +41,21 @@ def forcing(pick: Callable[[Tunable], KernelConfig]) -> Iterator[None]:
     finally:
         _forced_pick = previous
         plan_cache.clear_all()  # the native layer refused the block's calls: ask again after
+
+
+def device_model() -> str:
+    """The model of the device kernels run on now (the current one, which gems makes the
+    operands' device): what tuning choices are kept for. The selected device's name where
+    nothing runs on a device (the interpreter, compile-only execution)."""
+    rt = runtime.current()
+    if rt.interpreter or rt.compile_only:
+        return rt.selection.device_name
+    return compat.device_name(launch_cache._current_device())
+
+
+def _capturing() -> bool:
+    """Whether the current CUDA stream is capturing a graph."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def _autotune() -> bool:
@@ -120,14 +137,17 @@ class Tunable:
             if admit is None or admit(forced):
                 return forced
             return next((c for c in self.configs() if admit(c)), forced)
-        chosen = self._chosen.get(key)
+        # choices hold for one device model: a host may mix models
+        model = device_model()
+        chosen = self._chosen.get((model, key))
         if chosen is not None:
             return chosen
         with self._lock:
-            chosen = self._chosen.get(key)
+            chosen = self._chosen.get((model, key))
             if chosen is None:
-                chosen = self._choose(key, bench, admit)
-                self._chosen[key] = chosen
+                chosen = self._choose(key, bench, admit, model)
+                if not _capturing():  # a pick made while capturing was not tuned: tune later
+                    self._chosen[model, key] = chosen
         return chosen
 
     def _choose(
@@ -135,6 +155,7 @@ class Tunable:
         key: object,
         bench: Callable[[KernelConfig], float] | None,
         admit: Callable[[KernelConfig], bool] | None = None,
+        model: str = "",
     ) -> KernelConfig:
         configs = self.configs()
         if admit is not None:
@@ -142,12 +163,17 @@ class Tunable:
         rt = runtime.current()
         if len(configs) == 1 or bench is None or rt.interpreter or rt.compile_only or not _autotune():
             return configs[0]
-        path = self._cache_path()
+        path = self._cache_path(model)
         stored = read_json(path).get(repr(key))
         if stored is not None:
             for config in configs:
                 if config.describe() == stored:
                     return config
+        if _capturing():
+            # a CUDA graph is being captured (torch.compile's "reduce-overhead", a serving
+            # engine's decode graph): a benchmark's launches would join the graph and its timing
+            # events are refused, so the graph keeps the first config
+            return configs[0]
         global benchmarks_run
         benchmarks_run += 1  # a call that benchmarked made extra launches: not one to record
         timings = []
@@ -162,7 +188,7 @@ class Tunable:
         merge_json(path, {repr(key): best.describe()})
         return best
 
-    def _cache_path(self):
+    def _cache_path(self, model: str = ""):
         selection = runtime.current().selection
-        device = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{selection.backend.name}-{selection.device_name}")
+        device = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{selection.backend.name}-{model or selection.device_name}")
         return cache_dir() / "tuning" / f"{device}-triton{compat.TRITON_VERSION}" / f"{self.name}.json"

@@ -25,6 +25,7 @@ def gpu_like(monkeypatch: pytest.MonkeyPatch, tmp_path) -> tuning.Tunable:
         selection=SimpleNamespace(backend=SimpleNamespace(name="fake"), device_name="Fake GPU"),
     )
     monkeypatch.setattr(runtime, "current", lambda: fake)
+    monkeypatch.setattr(tuning, "device_model", lambda: "Fake GPU")  # no driver to ask here
     tunable = tuning.Tunable("test_choose_kernel", params=("BLOCK",), defaults=_configs())
     yield tunable
     tuning._TUNABLES.pop("test_choose_kernel", None)
@@ -61,3 +62,27 @@ def test_a_config_that_fails_is_skipped(gpu_like: tuning.Tunable) -> None:
         return float(config.params["BLOCK"])
 
     assert gpu_like.choose(("k", 3), bench).params["BLOCK"] == 128
+
+
+def test_a_capture_takes_the_stored_or_first_config_and_tunes_later(
+    gpu_like: tuning.Tunable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a CUDA graph is captured (torch.compile's reduce-overhead mode captures a
+    model's first calls) nothing is benchmarked: the graph gets the stored choice or the
+    first config, and the shape is tuned when it is met outside a capture."""
+    timed: list[int] = []
+
+    def bench(config: KernelConfig) -> float:
+        timed.append(config.params["BLOCK"])
+        return {64: 3.0, 128: 1.0, 256: 2.0}[config.params["BLOCK"]]
+
+    monkeypatch.setattr(tuning, "_capturing", lambda: True)
+    assert gpu_like.choose(("k", 7), bench).params["BLOCK"] == 64
+    assert timed == []
+    monkeypatch.setattr(tuning, "_capturing", lambda: False)
+    assert gpu_like.choose(("k", 7), bench).params["BLOCK"] == 128
+    assert timed == [64, 128, 256]
+    gpu_like._chosen.clear()  # a new process that captures first: the disk's choice serves
+    monkeypatch.setattr(tuning, "_capturing", lambda: True)
+    assert gpu_like.choose(("k", 7), bench).params["BLOCK"] == 128
+    assert timed == [64, 128, 256]
