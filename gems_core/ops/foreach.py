@@ -1,0 +1,259 @@
+"""The ``_foreach_*`` ops an optimizer step issues (``torch.optim.Adam/AdamW/SGD(foreach=True)``,
+gradient clipping): each call is one launch over every tensor of its lists.
+
+The launch reads the tensors' addresses from a device table (:func:`.optimizer.address_table`:
+rows out, self, other, third; one column per tensor) over a (tensor, chunk) grid, and applies
+one of the elementwise rules below in float32 with a number that is either the call's (Scalar
+overloads, ``alpha``) or the tensor's own (ScalarList overloads, one float per tensor read
+from a small device table):
+
+    add: a + s b (a + s without b)    sub: a - s b    mul: a * b (or s)    div: a / b (or s)
+    lerp: a + s (b - a), from the nearer end    addcmul: a + s b c    addcdiv: a + s b / c
+    maximum, minimum: NaN-propagating    sqrt, neg, abs, exp, reciprocal, zero: of a
+
+Lists of one floating dtype (float32, bfloat16, float16), contiguous, on one device, of
+matching sizes are served; any other call (integer or float64 lists, mixed dtypes, a
+``Tensor`` scalar on the device, whose value the host would have to wait for) goes to ATen
+whole. The ops are registered ``native=False``: a launch reads addresses from a table the
+call's arguments do not show, so it cannot be replayed for other tensors of the same shapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from ..codegen.pointwise import TL_DTYPES
+from ..host_math import cdiv
+from ..launch_cache import LaunchCache
+from ..registry import aten_op
+from .optimizer import address_table, row_pointer
+
+_BLOCK = 1024
+_CHUNK = 4 * _BLOCK
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+@triton.jit
+def _foreach_kernel(
+    table,  # (4, T) int64: addresses of out, a, b, c per tensor
+    sizes,  # (T,) int64
+    scalars,  # (T,) float32: each tensor's number when PER_TENSOR
+    T,
+    s,  # the call's number (Scalar overloads, alpha)
+    OP: tl.constexpr,
+    HAS_B: tl.constexpr,
+    PER_TENSOR: tl.constexpr,
+    DTYPE: tl.constexpr,
+    CHUNK: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    t = tl.program_id(0)
+    start = tl.program_id(1).to(tl.int64) * CHUNK
+    n = tl.load(sizes + t)
+    out = row_pointer(table, T, t, 0, DTYPE)
+    a_ptr = row_pointer(table, T, t, 1, DTYPE)
+    b_ptr = row_pointer(table, T, t, 2, DTYPE)
+    c_ptr = row_pointer(table, T, t, 3, DTYPE)
+    if PER_TENSOR:
+        s = tl.load(scalars + t)
+    for i in range(0, CHUNK, BLOCK):
+        offs = start + i + tl.arange(0, BLOCK)
+        mask = offs < n
+        a = tl.load(a_ptr + offs, mask=mask).to(tl.float32)
+        if HAS_B:
+            b = tl.load(b_ptr + offs, mask=mask).to(tl.float32)
+        else:
+            b = tl.full((BLOCK,), s, tl.float32)
+        if OP == "add":
+            if HAS_B:
+                r = a + s * b
+            else:
+                r = a + b
+        elif OP == "sub":
+            if HAS_B:
+                r = a - s * b
+            else:
+                r = a - b
+        elif OP == "mul":
+            r = a * b
+        elif OP == "div":
+            r = a / b
+        elif OP == "lerp":
+            d = b - a
+            r = tl.where(tl.abs(s) < 0.5, a + s * d, b - d * (1.0 - s))
+        elif OP == "addcmul":
+            c = tl.load(c_ptr + offs, mask=mask).to(tl.float32)
+            r = a + s * b * c
+        elif OP == "addcdiv":
+            c = tl.load(c_ptr + offs, mask=mask).to(tl.float32)
+            r = a + s * (b / c)
+        elif OP == "maximum":
+            r = tl.where((a > b) | (a != a), a, b)
+            r = tl.where(b != b, b, r)
+        elif OP == "minimum":
+            r = tl.where((a < b) | (a != a), a, b)
+            r = tl.where(b != b, b, r)
+        elif OP == "sqrt":
+            r = tl.sqrt_rn(a)
+        elif OP == "neg":
+            r = -a
+        elif OP == "abs":
+            r = tl.abs(a)
+        elif OP == "exp":
+            r = tl.exp(a)
+        elif OP == "reciprocal":
+            r = 1.0 / a
+        else:  # zero
+            r = tl.zeros((BLOCK,), tl.float32)
+        tl.store(out + offs, r.to(DTYPE), mask=mask)
+
+
+_launch = LaunchCache(_foreach_kernel, name="foreach")
+
+
+def _servable(lists: Sequence[Sequence[torch.Tensor]]) -> bool:
+    first = lists[0]
+    if not first or first[0].dtype not in _DTYPES:
+        return False
+    dtype, device = first[0].dtype, first[0].device
+    for row in lists:
+        if len(row) != len(first):
+            return False
+        for t, f in zip(row, first):
+            if t.dtype != dtype or t.device != device or t.numel() != f.numel() or not t.is_contiguous():
+                return False
+    return True
+
+
+def _apply(op: str, out: list[torch.Tensor], inputs: list[list[torch.Tensor]], number: Any = 1.0,
+           per_tensor: Sequence[Any] | None = None) -> Any:
+    """Launch ``op`` over the lists (``inputs``: self, then up to two more lists), writing
+    ``out``; NotImplemented where the lists are not served."""
+    if not _servable([out, *inputs]) or (per_tensor is not None and len(per_tensor) != len(out)):
+        return NotImplemented
+    if isinstance(number, complex) or any(isinstance(v, complex) for v in per_tensor or ()):
+        return NotImplemented
+    device = out[0].device
+    rows = [out, *inputs]
+    rows += [inputs[0]] * (4 - len(rows))
+    table, sizes, largest = address_table(rows, device)
+    scalars = sizes
+    if per_tensor is not None:
+        scalars = torch.tensor([float(v) for v in per_tensor], dtype=torch.float32).to(device)
+    if largest:
+        _launch((len(out), cdiv(largest, _CHUNK)), table, sizes, scalars, len(out), float(number), OP=op,
+                HAS_B=len(inputs) > 1, PER_TENSOR=per_tensor is not None, DTYPE=TL_DTYPES[out[0].dtype],
+                CHUNK=_CHUNK, BLOCK=_BLOCK)
+    return out
+
+
+def _inplace(op: str, self: list[torch.Tensor], *others: list[torch.Tensor], number: Any = 1.0,
+             per_tensor: Sequence[Any] | None = None) -> Any:
+    result = _apply(op, self, [self, *others], number, per_tensor)
+    return NotImplemented if result is NotImplemented else None
+
+
+def _functional(op: str, self: list[torch.Tensor], *others: list[torch.Tensor], number: Any = 1.0,
+                per_tensor: Sequence[Any] | None = None) -> Any:
+    if not _servable([self, *others]):
+        return NotImplemented
+    return _apply(op, [torch.empty_like(t) for t in self], [self, *others], number, per_tensor)
+
+
+def _host_number(other: torch.Tensor, alpha: Any) -> Any:
+    """A 0-d ``Tensor`` scalar's value times alpha where it is on the CPU (reading it waits
+    on no device); None otherwise (ATen then raises for a tensor that is not 0-d)."""
+    if other.dim() != 0 or other.device.type != "cpu" or other.is_complex():
+        return None
+    return other.item() * alpha
+
+
+def _register_binary(op: str) -> None:
+    """``_foreach_<op>`` and ``_foreach_<op>_`` with their List, Scalar, ScalarList and
+    Tensor (a 0-d number) overloads; List and Tensor ones take ``alpha`` for add and sub."""
+    scaled = op in ("add", "sub")
+
+    def list_(self: list[torch.Tensor], other: list[torch.Tensor], *, alpha: Any = 1) -> Any:
+        return _inplace(op, self, other, number=alpha)
+
+    def list_out(self: list[torch.Tensor], other: list[torch.Tensor], *, alpha: Any = 1) -> Any:
+        return _functional(op, self, other, number=alpha)
+
+    def scalar_(self: list[torch.Tensor], scalar: Any) -> Any:
+        return _inplace(op, self, number=scalar)
+
+    def scalar_out(self: list[torch.Tensor], scalar: Any) -> Any:
+        return _functional(op, self, number=scalar)
+
+    def scalars_(self: list[torch.Tensor], scalars: list[Any]) -> Any:
+        return _inplace(op, self, per_tensor=scalars)
+
+    def scalars_out(self: list[torch.Tensor], scalars: list[Any]) -> Any:
+        return _functional(op, self, per_tensor=scalars)
+
+    def tensor_(self: list[torch.Tensor], other: torch.Tensor, *, alpha: Any = 1) -> Any:
+        number = _host_number(other, alpha)
+        return NotImplemented if number is None else _inplace(op, self, number=number)
+
+    def tensor_out(self: list[torch.Tensor], other: torch.Tensor, *, alpha: Any = 1) -> Any:
+        number = _host_number(other, alpha)
+        return NotImplemented if number is None else _functional(op, self, number=number)
+
+    variants = [(scalar_, "_.Scalar"), (scalar_out, ".Scalar"), (scalars_, "_.ScalarList"),
+                (scalars_out, ".ScalarList")]
+    if op != "sub":  # ATen has no _foreach_sub.Tensor
+        variants += [(tensor_, "_.Tensor"), (tensor_out, ".Tensor")]
+    if scaled:
+        variants += [(list_, "_.List"), (list_out, ".List")]
+    else:
+        variants += [(lambda self, other, f=list_: f(self, other), "_.List"),
+                     (lambda self, other, f=list_out: f(self, other), ".List")]
+    for fn, suffix in variants:
+        name = f"_foreach_{op}{suffix}"
+        fn.__name__ = fn.__qualname__ = name.replace(".", "_")
+        fn.__doc__ = f"_foreach_{op} over a tensor list, in one launch."
+        aten_op(name, native=False)(fn)
+
+
+def _register(name: str, op: str, overloads: Sequence[str], body: Any) -> None:
+    for overload in overloads:
+        def fn(*args: Any, _body: Any = body, **kwargs: Any) -> Any:
+            return _body(*args, **kwargs)
+
+        fn.__name__ = fn.__qualname__ = f"{name}_{overload}".replace(".", "_")
+        fn.__doc__ = f"{name} ({op}) over tensor lists, in one launch."
+        aten_op(f"{name}{overload}", native=False)(fn)
+
+
+for _op in ("add", "sub", "mul", "div"):
+    _register_binary(_op)
+for _op in ("maximum", "minimum"):
+    _register(f"_foreach_{_op}", _op, ("_.List",), lambda self, other, o=_op: _inplace(o, self, other))
+    _register(f"_foreach_{_op}", _op, (".List",), lambda self, other, o=_op: _functional(o, self, other))
+    _register(f"_foreach_{_op}", _op, ("_.Scalar",), lambda self, s, o=_op: _inplace(o, self, number=s))
+    _register(f"_foreach_{_op}", _op, (".Scalar",), lambda self, s, o=_op: _functional(o, self, number=s))
+for _op in ("sqrt", "neg", "abs", "exp", "reciprocal"):
+    _register(f"_foreach_{_op}", _op, ("_",), lambda self, o=_op: _inplace(o, self))
+    _register(f"_foreach_{_op}", _op, ("",), lambda self, o=_op: _functional(o, self))
+_register("_foreach_zero", "zero", ("_",), lambda self: _inplace("zero", self))
+_register("_foreach_lerp", "lerp", ("_.Scalar",), lambda self, end, weight: _inplace("lerp", self, end, number=weight))
+_register("_foreach_lerp", "lerp", (".Scalar",),
+          lambda self, end, weight: _functional("lerp", self, end, number=weight))
+_register("_foreach_lerp", "lerp", ("_.ScalarList",),
+          lambda self, end, weight: _inplace("lerp", self, end, per_tensor=weight))
+_register("_foreach_lerp", "lerp", (".ScalarList",),
+          lambda self, end, weight: _functional("lerp", self, end, per_tensor=weight))
+for _op in ("addcmul", "addcdiv"):
+    _register(f"_foreach_{_op}", _op, ("_.Scalar",),
+              lambda self, t1, t2, value=1, o=_op: _inplace(o, self, t1, t2, number=value))
+    _register(f"_foreach_{_op}", _op, (".Scalar",),
+              lambda self, t1, t2, value=1, o=_op: _functional(o, self, t1, t2, number=value))
+    _register(f"_foreach_{_op}", _op, ("_.ScalarList",),
+              lambda self, t1, t2, scalars, o=_op: _inplace(o, self, t1, t2, per_tensor=scalars))
+    _register(f"_foreach_{_op}", _op, (".ScalarList",),
+              lambda self, t1, t2, scalars, o=_op: _functional(o, self, t1, t2, per_tensor=scalars))

@@ -1,0 +1,222 @@
+"""Optimizer steps on gems: torch.optim's fused Adam/AdamW/SGD (one multi-tensor launch) and
+foreach Adam/AdamW/SGD (the ``_foreach_*`` ops) take a few steps on random parameters on
+gems, and agree with the same optimizer run by ATen in float64 from the same parameters and
+gradients; the calls gems does not serve that way (float64, non-contiguous parameters)
+reach ATen's kernels whole.
+
+Tolerance: the parameter's dtype rounds every update, three steps: float32 1e-5 relative;
+bfloat16 2^-5 absolute (a few half units in the last place of parameters of magnitude
+below 4, where an update cancels most of a parameter) and its 1.6e-2 relative."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from gems_conformance.routing import RouteWatch, implementations
+from outcomes import answer
+
+import gems_core
+
+DEVICE = torch.device(gems_core.device)
+STEPS = 3
+TOLERANCE = {torch.float32: (1e-6, 1e-5), torch.bfloat16: (2**-5, 1.6e-2)}
+FOREACH_OPS = tuple(name for name in gems_core.registry.all_impls() if name.startswith("_foreach_"))
+
+
+def _params(dtype: torch.dtype) -> tuple[list[torch.Tensor], list[list[torch.Tensor]]]:
+    """A model's mix of shapes (a matrix, a vector past one program's chunk, a 0-d and an
+    empty tensor) and the gradients of each step, drawn on the CPU so that both runs see
+    the same numbers."""
+    g = torch.Generator().manual_seed(0)
+    shapes = [(6, 5), (9000,), (), (0,)]
+    params = [torch.randn(s, generator=g).to(dtype).to(DEVICE) for s in shapes]
+    grads = [[torch.randn(s, generator=g).to(dtype).to(DEVICE) for s in shapes] for _ in range(STEPS)]
+    return params, grads
+
+
+def _train(make: Callable[[list[torch.Tensor]], torch.optim.Optimizer], dtype: torch.dtype, ops: tuple[str, ...],
+           on_gems: bool) -> tuple[list[torch.Tensor], bool]:
+    """Parameters and optimizer state after the steps, and whether gems' ``ops`` ran; off
+    gems, the float64 reference: ATen's steps on float64 CPU copies."""
+    initial, grads = _params(dtype)
+    if not on_gems:
+        initial = [p.cpu().double() for p in initial]
+        grads = [[g.cpu().double() for g in step] for step in grads]
+    params = [p.clone().requires_grad_() for p in initial]
+    optimizer = make(params)
+    codes = frozenset().union(*implementations(ops).values())
+    assert codes, ops
+    with RouteWatch(codes) as watch, gems_core.use_gems() if on_gems else torch.no_grad():
+        for step in range(STEPS):
+            for p, grad in zip(params, grads[step]):
+                p.grad = grad.clone()
+            optimizer.step()
+    state = [v for p in params for v in optimizer.state[p].values() if isinstance(v, torch.Tensor)]
+    return [p.detach() for p in params] + state, watch.hit
+
+
+def _assert_matches(got: list[torch.Tensor], want: list[torch.Tensor], dtype: torch.dtype) -> None:
+    atol, rtol = TOLERANCE[dtype]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu().double(), w.to(g.dtype).double(), atol=atol, rtol=rtol)
+
+
+OPTIONS = {
+    "plain": {},
+    "amsgrad": {"amsgrad": True},
+    "maximize": {"maximize": True, "weight_decay": 0.1},
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("options", sorted(OPTIONS))
+@pytest.mark.parametrize("cls", [torch.optim.AdamW, torch.optim.Adam], ids=lambda c: c.__name__)
+def test_fused_adam_matches_aten(cls: type, options: str, dtype: torch.dtype) -> None:
+    op = "_fused_adamw_" if cls is torch.optim.AdamW else "_fused_adam_"
+
+    def make(params: list[torch.Tensor]) -> torch.optim.Optimizer:
+        return cls(params, lr=0.01, fused=True, **OPTIONS[options])
+
+    want, on_aten = _train(make, dtype, (op,), on_gems=False)
+    got, served = _train(make, dtype, (op,), on_gems=True)
+    assert served and not on_aten
+    _assert_matches(got, want, dtype)
+
+
+SGD_OPTIONS = {
+    "momentum": {"momentum": 0.9},
+    "nesterov": {"momentum": 0.9, "nesterov": True, "weight_decay": 0.01, "maximize": True},
+    "plain": {},
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("options", sorted(SGD_OPTIONS))
+def test_fused_sgd_matches_aten(options: str, dtype: torch.dtype) -> None:
+    def make(params: list[torch.Tensor]) -> torch.optim.Optimizer:
+        return torch.optim.SGD(params, lr=0.1, fused=True, **SGD_OPTIONS[options])
+
+    want, _ = _train(make, dtype, ("_fused_sgd_",), on_gems=False)
+    got, served = _train(make, dtype, ("_fused_sgd_",), on_gems=True)
+    assert served
+    _assert_matches(got, want, dtype)
+
+
+@pytest.mark.parametrize("cls", [torch.optim.AdamW, torch.optim.SGD], ids=lambda c: c.__name__)
+def test_learning_rate_as_a_tensor(cls: type) -> None:
+    """The tensor_lr overloads: the kernel reads the rate from device memory."""
+    op = "_fused_adamw_" if cls is torch.optim.AdamW else "_fused_sgd_"
+
+    def make(params: list[torch.Tensor]) -> torch.optim.Optimizer:
+        return cls(params, lr=torch.tensor(0.01, device=params[0].device), fused=True)
+
+    want, _ = _train(make, torch.float32, (op,), on_gems=False)
+    got, served = _train(make, torch.float32, (op,), on_gems=True)
+    assert served
+    _assert_matches(got, want, torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", ["adamw", "adamw_amsgrad", "sgd_momentum"])
+def test_foreach_optimizers_match_aten(name: str, dtype: torch.dtype) -> None:
+    def make(params: list[torch.Tensor]) -> torch.optim.Optimizer:
+        if name == "sgd_momentum":
+            return torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=True)
+        return torch.optim.AdamW(params, lr=0.01, amsgrad=name.endswith("amsgrad"), foreach=True)
+
+    want, _ = _train(make, dtype, FOREACH_OPS, on_gems=False)
+    got, served = _train(make, dtype, FOREACH_OPS, on_gems=True)
+    assert served
+    _assert_matches(got, want, dtype)
+
+
+def _state(params: list[torch.Tensor]) -> list[list[torch.Tensor]]:
+    """params, grads (8 everywhere), exp_avgs, exp_avg_sqs, steps (1) of a first AdamW step."""
+    return [[p.clone() for p in params], [torch.full_like(p, 8.0) for p in params],
+            [torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params],
+            [torch.tensor(1.0, device=p.device) for p in params]]
+
+
+def _fused_step(state: list[list[torch.Tensor]], **options: Any) -> list[torch.Tensor]:
+    params, grads, exp_avgs, exp_avg_sqs, steps = state
+    torch._fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, [], steps, lr=0.1, beta1=0.9, beta2=0.99,
+                        weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False, **options)
+    return params + grads + exp_avgs
+
+
+def _on_gems(op: str, fn: Callable[[], Any]) -> Any:
+    with RouteWatch(implementations((op,))[op]) as watch, gems_core.use_gems():
+        result = fn()
+    assert watch.hit, op
+    return result
+
+
+@pytest.mark.parametrize("found", [0.0, 1.0])
+def test_grad_scale_unscales_and_found_inf_skips(found: float) -> None:
+    """With grad_scale the gradients are divided by it and written back; found_inf != 0
+    leaves everything as it was."""
+    params = [torch.linspace(-1, 1, 7, device=DEVICE), torch.ones(3, device=DEVICE)]
+    options = {"grad_scale": torch.tensor([4.0], device=DEVICE), "found_inf": torch.tensor([found], device=DEVICE)}
+    want = _fused_step(_state(params), **options)
+    state = _state(params)
+    got = _on_gems("_fused_adamw_", lambda: _fused_step(state, **options))
+    assert (got[2] == (8.0 if found else 2.0)).all()  # the unscaled gradient, or the untouched one
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["float64", "non-contiguous"])
+def test_unserved_calls_reach_aten_whole(case: str) -> None:
+    """gems hands these to ATen (its function is entered and declines): same results."""
+    if case == "float64":
+        params = [torch.linspace(-1, 1, 7, device=DEVICE, dtype=torch.float64)]
+    else:
+        params = [torch.linspace(-1, 1, 14, device=DEVICE).view(7, 2).t()]
+    want = _fused_step(_state(params))
+    state = _state(params)
+    assert state[0][0].is_contiguous() == (case == "float64")  # clones keep a transposed layout
+    got = _on_gems("_fused_adamw_", lambda: _fused_step(state))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=0, rtol=0)
+
+
+def test_foreach_functional_ops_allocate_new_lists() -> None:
+    a = [torch.randn(5, device=DEVICE), torch.randn(2, 3, device=DEVICE)]
+    b = [torch.rand(5, device=DEVICE) + 0.5, torch.rand(2, 3, device=DEVICE) + 0.5]
+    calls = {
+        "_foreach_sqrt": lambda: torch._foreach_sqrt(b),
+        "_foreach_add.List": lambda: torch._foreach_add(a, b, alpha=3),
+        "_foreach_div.ScalarList": lambda: torch._foreach_div(a, [2.0, -4.0]),
+        "_foreach_maximum.List": lambda: torch._foreach_maximum(a, b),
+        "_foreach_lerp.Scalar": lambda: torch._foreach_lerp(a, b, 0.7),
+    }
+    for name, call in calls.items():
+        want = call()
+        got = _on_gems(name, call)
+        assert all(g.data_ptr() not in (x.data_ptr() for x in a + b) for g in got)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, atol=1e-6, rtol=1e-6)
+
+
+ERRORS = {
+    "lists of two lengths": lambda: torch._foreach_add_([torch.ones(3, device=DEVICE)], [], alpha=2),
+    "tensors of two sizes": lambda: torch._foreach_mul_([torch.ones(3, device=DEVICE)], [torch.ones(4, device=DEVICE)]),
+    "scalars of another count": lambda: torch._foreach_div_([torch.ones(3, device=DEVICE)], [1.0, 2.0]),
+    "adamw with too few steps": lambda: torch._fused_adamw_(
+        [torch.ones(3, device=DEVICE)], [torch.ones(3, device=DEVICE)], [torch.zeros(3, device=DEVICE)],
+        [torch.zeros(3, device=DEVICE)], [], [], lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.0, eps=1e-8,
+        amsgrad=False, maximize=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_bad_lists_raise_atens_error(name: str) -> None:
+    """gems declines malformed lists, so the error is ATen's own."""
+    expected = answer(ERRORS[name])
+    assert isinstance(expected, str)  # ATen raised
+    with gems_core.use_gems():
+        assert answer(ERRORS[name]) == expected
