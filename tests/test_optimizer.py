@@ -216,6 +216,8 @@ ERRORS = {
 @pytest.mark.parametrize("name", sorted(ERRORS))
 def test_bad_lists_raise_atens_error(name: str) -> None:
     """gems declines malformed lists, so the error is ATen's own."""
+    if name == "adamw with too few steps" and torch.device(DEVICE).type != "cpu":
+        pytest.skip("ATen's CUDA _fused_adamw_ reads the missing step tensors (a crash, not an error)")
     expected = answer(ERRORS[name])
     assert isinstance(expected, str)  # ATen raised
     with gems_core.use_gems():

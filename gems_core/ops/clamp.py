@@ -86,6 +86,8 @@ def _plan(self: torch.Tensor, lo: Any, hi: Any, numbers: bool) -> tuple[Pointwis
         return None  # ATen has no bool kernel for number bounds or for both tensor bounds
     if numbers and not all(_fits(v, result) for v in (lo, hi)):
         return None
+    if numbers and any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)):
+        return None  # ATen's CPU kernel returns NaN for a NaN number bound, its CUDA kernel ignores it
     return op, operands, result
 
 

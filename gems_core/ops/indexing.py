@@ -224,14 +224,12 @@ def _index_select(
     """index_select's gather (``wrap``: negative indices count from the end, and the caller
     has checked the indices on the host where that is the rule)."""
     dim = wrap_dim(dim, self.dim())
-    if index.dim() > 1:
-        raise IndexError("index_select(): Index is supposed to be a vector")
+    if index.dim() > 1 or index.dtype not in (torch.int32, torch.int64):
+        return NotImplemented  # ATen's CPU and CUDA kernels raise different errors: its own
     if self.dim() == 0 and index.numel() != 1:
         raise RuntimeError(
             f"index_select(): Index to scalar can have only 1 value, got {index.numel()} value(s)"
         )
-    if index.dtype not in (torch.int32, torch.int64):
-        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     if self.dtype not in TL_DTYPES or (out is not None and out.dtype != self.dtype):
         return NotImplemented  # ATen raises for a mismatched out dtype
     if out is not None:
