@@ -67,8 +67,8 @@ def __getattr__(name: str) -> Any:
         from . import runtime
 
         return runtime.current().device_type
-    if name == "fused":
+    if name in ("fused", "configs"):
         import importlib
 
-        return importlib.import_module(".fused", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'gems_core' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""``python -m gems_core info [--json]``: see :mod:`gems_core.info`."""
+"""``python -m gems_core info | warmup | tune``: see :mod:`gems_core.info` and :mod:`gems_core.warmup`."""
 
 from __future__ import annotations
 

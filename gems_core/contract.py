@@ -74,7 +74,8 @@ class BackendDescriptor:
     #: limits of other chips of the family by arch (``str(target.arch)``, e.g. "80"), for
     #: the compile targets whose limits differ from ``limits``
     arch_limits: tuple[tuple[str, Limits], ...] = ()
-    #: True only for the built-in ``cpu`` reference: kernels run in Triton's interpreter
+    #: kernels run in Triton's interpreter: the built-in ``cpu`` reference, or a test device
+    #: whose memory is the host's (tests/privateuse1_runtime.py)
     interpreter: bool = False
     description: str = ""
     #: what gems_detect() looks for, in words; shown when the hardware is not found
@@ -141,8 +142,10 @@ class Deviation:
 
     ``kind`` is "tolerance" (compare with ``atol``/``rtol`` instead of the suite's table) or
     "xfail" (expected to fail). ``op`` is an ATen name (overload or packet) or "*" for every
-    op; ``dtypes`` and ``samples`` (sample classes of the conformance suite, e.g. "special")
-    empty mean all. ``reason`` is required: it is printed in every report.
+    op; a deviation on an op covers its in-place and ``out=`` forms too ("exp": ``exp_`` and
+    ``exp.out``; "exp.default": ``exp_.default``). ``dtypes`` and ``samples`` (sample classes
+    of the conformance suite, e.g. "special") empty mean all. ``reason`` is required: it is
+    printed in every report.
     """
 
     op: str
@@ -154,7 +157,10 @@ class Deviation:
     rtol: float | None = None
 
     def applies(self, op: str, dtype: str, sample: str) -> bool:
-        ops = (op, op.split(".", 1)[0])
+        packet, _, overload = op.partition(".")
+        # ATen names an in-place form by a trailing underscore ("exp_"; not "__and__")
+        functional = packet[:-1] if packet.endswith("_") and not packet.endswith("__") else packet
+        ops = (op, packet, functional, f"{functional}.{overload}")
         return (
             (self.op == "*" or self.op in ops)
             and (not self.dtypes or dtype in self.dtypes)

@@ -10,22 +10,27 @@ Only ``gems_descriptor`` and ``gems_detect`` are required. pluggy validates each
 implementation against these specs when the plugin is registered: an argument name that is
 not in the spec, or a hook name that does not exist here, is rejected with a precise message.
 
-The hooks run once, when gems loads the backend; their answers are frozen into plain lookup
-tables. Nothing here is called while a model runs, so a hook may be slow-ish, but it must
-not run vendor CLIs, edit ``sys.path`` or patch globals.
+The hooks run once, when gems loads the backend; their answers are checked and frozen into
+plain lookup tables (:mod:`gems_core.policy`): an entry that names no ATen operator, torch dtype
+or core tunable, a config outside the descriptor's limits, or an answer of the wrong type is
+left out with a ``PolicyWarning`` naming the backend and the hook, and an exception a hook
+raises becomes a ``BackendError`` naming both. Nothing here is called while a model runs, so a
+hook may be slow-ish, but it must not run vendor CLIs, edit ``sys.path`` or patch globals.
 
 Names used in answers:
 
 * op names are ATen names: ``"add.Tensor"`` for one overload, ``"add"`` for all of them;
 * config keys are the names of the core's tunable kernels (``python -m gems_core info``
   lists them with their parameters); each config's ``params`` must be parameters of that
-  kernel;
+  kernel (``gems_core.configs`` has a typed constructor per tunable);
+* dtype names are torch's (``"float32"``);
 * variant points are the keys of ``gems_core.variants.POINTS``, which documents the
   signature of each (``gems_kernel_variants``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 
 import pluggy
@@ -65,6 +70,16 @@ def gems_tuned_configs(arch: str) -> Mapping[str, Sequence[KernelConfig]]:
     descriptor's target arch when emulating). One config fixes the choice; several are
     autotuned once per shape bucket and the choice is persisted. A kernel not named keeps
     the core's defaults."""
+
+
+@hookspec(firstresult=True)
+def gems_tuned_table(device_model: str) -> str | os.PathLike[str] | Mapping[str, object] | None:
+    """The shipped tuning table of the device model ``device_model`` (as the driver names it),
+    or ``None``: a path to a JSON file in the package (``gems_core.shipped.package_table``
+    finds ``tuned/<model>.json``) or the table itself, as ``python -m gems_core tune`` writes
+    it. Asked once per device model, the first time a kernel is tuned for it; its choices
+    come before the on-disk tuning cache, and stale or damaged entries are ignored
+    (:mod:`gems_core.shipped`)."""
 
 
 @hookspec(firstresult=True)

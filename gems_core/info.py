@@ -29,7 +29,7 @@ import triton
 
 from . import native
 from ._version import __version__
-from .contract import GATEABLE_DTYPES, KernelConfig
+from .contract import GATEABLE_DTYPES, KernelConfig, KernelOverride
 from .plugins import ENTRY_POINT_GROUP, BackendError, InstalledBackend, discover
 
 EXIT_SELECTION_FAILED = 2
@@ -42,6 +42,7 @@ ENVIRONMENT = {
     "GEMS_CACHE_DIR": "where generated kernels, tuning choices and the native layer are kept "
     "(default ~/.cache/gems)",
     "GEMS_AUTOTUNE": "0: take each kernel's first config instead of benchmarking the candidates",
+    "GEMS_SHIPPED_TUNING": "0: ignore the backend's shipped tuning tables",
     "GEMS_NATIVE": "0: no native dispatch layer; check: check its every replay against Python",
     "GEMS_LAUNCHER": "torch, direct or triton: how compiled kernels are launched (default: first that applies)",
     "GEMS_CHECK_INDICES": "host: check indices on the host, synchronously, also on accelerators",
@@ -116,7 +117,7 @@ def _policy_section(rt: Any, tunables: Mapping[str, Any]) -> dict[str, Any]:
     policy = rt.policy
     # the policy keeps each override's function only; its reason is asked for again
     overrides = rt.selection.backend.call("gems_kernel_overrides") or ()
-    reasons = {o.op: o.reason for o in overrides}
+    reasons = {o.op: o.reason for o in overrides if isinstance(o, KernelOverride)}
     configs = {}
     for name in sorted(set(tunables) | set(policy.configs)):
         tunable = tunables.get(name)
@@ -155,6 +156,7 @@ def _policy_section(rt: Any, tunables: Mapping[str, Any]) -> dict[str, Any]:
             for point, v in sorted(policy.variants.items())
         ],
         "runtime_fallbacks": dict(sorted(rt.runtime_fallbacks.items())),
+        "problems": [dataclasses.asdict(p) for p in policy.problems],
     }
 
 
@@ -327,6 +329,8 @@ def _policy_lines(name: str, pol: Mapping[str, Any], verbose: bool = True) -> li
             for g in pol["aten_ops"]
         ],
     )
+    if pol["problems"]:
+        block("POLICY ERRORS, left out", [f"{p['hook']}(): {p['message']}" for p in pol["problems"]])
     supported = ", ".join(pol["supported_dtypes"]) or "none"
     block(
         "dtype gates (descriptor)",
@@ -456,16 +460,22 @@ def render(report: Mapping[str, Any], verbose: bool = True) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m gems_core info [--verbose | --json]`` (also the ``gems-info`` command)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("warmup", "tune"):
+        from .warmup import main as warmup_main
+
+        return warmup_main(argv[0], argv[1:])
     width = max(len(name) for name in ENVIRONMENT) + 2
     parser = argparse.ArgumentParser(
         prog="python -m gems_core",
         description="Show what gems runs on here: backends, selection, policy, ops, tunables. "
-        "Installed as the gems-info command too.",
+        "Installed as the gems-info command too. 'warmup --help' and 'tune --help': compile "
+        "and tune a workload's kernels ahead of time, write a shipped tuning table.",
         epilog="environment variables:\n"
         + "\n".join(f"  {name:<{width}}{meaning}" for name, meaning in ENVIRONMENT.items()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("command", nargs="?", default="info", choices=["info"])
+    parser.add_argument("command", nargs="?", default="info", choices=["info", "warmup", "tune"])
     parser.add_argument("--version", action="version", version=f"gems-core {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="every config, op and tunable (the default is a summary)")

@@ -50,9 +50,13 @@ class InstalledBackend:
         return self.status == "loaded"
 
     def call(self, hook: str, **kwargs: Any) -> Any:
-        """Call one of this plugin's hooks (load time only)."""
+        """Call one of this plugin's hooks (load time only); what it raises comes back as a
+        :class:`BackendError` that names the backend and the hook."""
         assert self.manager is not None, f"backend {self.name} is not loaded"
-        return getattr(self.manager.hook, hook)(**kwargs)
+        try:
+            return getattr(self.manager.hook, hook)(**kwargs)
+        except Exception as exc:  # name the plugin and the hook, not only the bare error
+            raise BackendError(f"gems backend {self.name!r}: {hook}() raised {type(exc).__name__}: {exc}") from exc
 
 
 def _manager_for(plugin: object, name: str) -> pluggy.PluginManager:

@@ -1,20 +1,44 @@
-"""A selected backend's answers, frozen into plain lookup tables.
+"""A selected backend's answers, checked and frozen into plain lookup tables.
 
-Built once at selection; the per-op path reads dicts and frozensets only.
+Built once at selection; the per-op path reads dicts and frozensets only. Every answer is
+checked here with the checks of the conformance suite's contract tier (ATen op names, dtype
+names, tunables and their parameters, the descriptor's limits, the types hooks return): an
+entry gems cannot use is left out with a :class:`PolicyWarning` that names the backend and
+the hook, and kept in :attr:`Policy.problems`, which ``info`` shows and the contract tier
+fails. Configs and compiler options are checked against the core's tunables once the ops are
+loaded (:func:`check_tunables`), since declaring the tunables needs the runtime.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from .compat import accepted_options
-from .contract import Deviation, KernelConfig, KernelOverride, KernelVariant, OpGate
+from .contract import Deviation, KernelConfig, KernelOverride, KernelVariant, Limits, OpGate
 from .selection import Selection
 
 ALL_DTYPES = frozenset()  # an empty gate set means "every dtype"
+DEVIATION_KINDS = ("xfail", "tolerance")
+
+
+class PolicyWarning(RuntimeWarning):
+    """An entry of a backend's policy that gems cannot use and leaves out."""
+
+
+@dataclass(frozen=True)
+class PolicyProblem:
+    """One entry of a hook's answer that was left out, and why."""
+
+    hook: str
+    subject: str  # the op, kernel or entry concerned
+    message: str
 
 
 @dataclass(frozen=True)
@@ -33,6 +57,8 @@ class Policy:
     overrides: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     #: variant point (gems_core.variants.POINTS) -> the backend's entry there
     variants: Mapping[str, KernelVariant] = field(default_factory=dict)
+    #: entries of the backend's answers left out at load
+    problems: tuple[PolicyProblem, ...] = ()
 
     def gate_for(self, overload: str) -> frozenset[str] | None:
         """Dtype names that send ``overload`` to ATen (empty = always); None = never."""
@@ -53,12 +79,131 @@ class Policy:
         return merged
 
 
-def _as_gate(entry: str | OpGate) -> OpGate:
+def aten_problem(name: object) -> str:
+    """Why ``name`` ("packet" or "packet.overload") is not an ATen operator; "" if it is."""
+    if not isinstance(name, str) or not name:
+        return f"{name!r} is not an ATen operator name"
+    packet, _, overload = name.partition(".")
+    try:
+        torch._C._dispatch_find_schema_or_throw(f"aten::{packet}", "" if overload == "default" else overload)
+    except RuntimeError:
+        if not overload and hasattr(torch.ops.aten, packet):
+            return ""  # a packet with no default overload ("add"): all its overloads
+        return f"{name!r} is not an ATen operator"
+    return ""
+
+
+def dtype_problem(name: object) -> str:
+    """Why ``name`` is not a torch dtype's name as gems spells dtypes ("float32"); "" if it is."""
+    dtype = getattr(torch, name, None) if isinstance(name, str) else None
+    if isinstance(dtype, torch.dtype) and str(dtype) == f"torch.{name}":
+        return ""
+    hint = f" (write {str(dtype).removeprefix('torch.')!r})" if isinstance(dtype, torch.dtype) else ""
+    return f"{name!r} is not a torch dtype name{hint}"
+
+
+def config_problems(config: object, params: Iterable[str], optional: Iterable[str],
+                    limits: Limits) -> list[str]:
+    """Why ``config`` cannot configure a kernel with these parameters on a chip with these
+    limits; empty when it can."""
+    if not isinstance(config, KernelConfig):
+        return [f"{config!r} is not a KernelConfig"]
+    params = tuple(params)
+    problems = []
+    unknown = sorted(set(config.params) - set(params))
+    if unknown:
+        problems.append(f"sets {unknown}, which are not parameters of the kernel "
+                        f"({', '.join(params) or 'none'})")
+    missing = sorted(set(params) - set(optional) - set(config.params))
+    if missing:
+        problems.append(f"leaves out {missing}, which the kernel needs")
+    for name, value in config.params.items():
+        if type(value) is not int or value <= 0:
+            problems.append(f"{name}={value!r} is not a positive integer")
+        elif limits.max_block_elements and name.startswith("BLOCK") and value > limits.max_block_elements:
+            problems.append(f"{name}={value} exceeds the descriptor's max_block_elements "
+                            f"{limits.max_block_elements}")
+    warps = config.num_warps
+    if type(warps) is not int or warps <= 0 or warps & (warps - 1):
+        problems.append(f"num_warps={warps!r} is not a power of two")
+    elif warps > limits.max_warps:
+        problems.append(f"num_warps={warps} exceeds the descriptor's max_warps {limits.max_warps}")
+    if type(config.num_stages) is not int or config.num_stages < 1:
+        problems.append(f"num_stages={config.num_stages!r} is not a positive integer")
+    if not isinstance(config.options, Mapping):
+        problems.append(f"options {config.options!r} is not a mapping")
+    return problems
+
+
+def deviation_problems(deviation: object) -> list[str]:
+    if not isinstance(deviation, Deviation):
+        return [f"{deviation!r} is not a Deviation"]
+    problems = [] if deviation.op == "*" else [aten_problem(deviation.op)]
+    problems += [dtype_problem(d) for d in deviation.dtypes]
+    if deviation.kind not in DEVIATION_KINDS:
+        problems.append(f"kind {deviation.kind!r} is not one of {', '.join(DEVIATION_KINDS)}")
+    if not isinstance(deviation.reason, str) or not deviation.reason.strip():
+        problems.append("a deviation needs a reason")
+    if deviation.kind == "tolerance" and deviation.atol is None and deviation.rtol is None:
+        problems.append("a tolerance deviation needs atol or rtol")
+    return [p for p in problems if p]
+
+
+class _Problems:
+    """The problems found in one backend's answers, each warned about once as found."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self.found: list[PolicyProblem] = []
+
+    def add(self, hook: str, subject: object, message: str) -> None:
+        problem = PolicyProblem(hook, str(subject), message)
+        self.found.append(problem)
+        warnings.warn(f"gems backend {self.backend!r}, {hook}(): {message}; left out", PolicyWarning,
+                      stacklevel=4)
+
+    def answer(self, hook: str, value: object, expected: type, what: str) -> Any:
+        """``value`` when it is an ``expected``; else empty, with a problem. A string is an
+        iterable but never a list of names: ``"topk"`` would gate t, o, p and k."""
+        empty: Any = {} if expected is Mapping else ()
+        if value is None:
+            return empty
+        if isinstance(value, expected) and not isinstance(value, (str, bytes)):
+            return value
+        self.add(hook, "result", f"returned {type(value).__name__} {value!r}, not {what}")
+        return empty
+
+
+def _as_gate(entry: object) -> OpGate | None:
     if isinstance(entry, OpGate):
         return entry
     if isinstance(entry, str):
         return OpGate(op=entry)
-    raise TypeError(f"gems_unsupported_ops entries must be str or OpGate, got {entry!r}")
+    return None
+
+
+def _gates(backend: Any, problems: _Problems) -> tuple[dict[str, set[str]], dict[str, str]]:
+    hook = "gems_unsupported_ops"
+    gates: dict[str, set[str]] = {}
+    reasons: dict[str, str] = {}
+    for entry in problems.answer(hook, backend.call(hook), Iterable, "an iterable of op names or OpGates"):
+        gate = _as_gate(entry)
+        if gate is None:
+            problems.add(hook, entry, f"{entry!r} is not an op name or an OpGate")
+            continue
+        if isinstance(gate.dtypes, str):
+            problems.add(hook, gate.op, f"dtypes of {gate.op!r} is the string {gate.dtypes!r}, "
+                                        "not a tuple of names")
+            continue
+        bad = [p for p in [aten_problem(gate.op)] + [dtype_problem(d) for d in gate.dtypes] if p]
+        if bad:
+            problems.add(hook, gate.op, "; ".join(bad))
+            continue
+        whole = not gate.dtypes or (gate.op in gates and not gates[gate.op])
+        gates[gate.op] = set() if whole else gates.get(gate.op, set()) | set(gate.dtypes)
+        if gate.reason:
+            reasons[gate.op] = gate.reason
+    return gates, reasons
 
 
 def _accepted_config(
@@ -77,60 +222,151 @@ def _accepted_config(
     return KernelConfig(config.params, config.num_warps, config.num_stages, kept)
 
 
-def build_policy(selection: Selection) -> Policy:
-    backend = selection.backend
-    arch = selection.arch
-    configs = backend.call("gems_tuned_configs", arch=arch) or {}
-    gates: dict[str, set[str]] = {}
-    reasons: dict[str, str] = {}
-    for entry in backend.call("gems_unsupported_ops") or ():
-        gate = _as_gate(entry)
-        whole = not gate.dtypes or (gate.op in gates and not gates[gate.op])
-        gates[gate.op] = set() if whole else gates.get(gate.op, set()) | set(gate.dtypes)
-        if gate.reason:
-            reasons[gate.op] = gate.reason
-    raw_options = backend.call("gems_compiler_options", arch=arch) or {}
-    accepted = accepted_options(selection.execution.triton_backend)
+def _configs(backend: Any, arch: str, accepted: frozenset[str], dropped: list[str],
+             problems: _Problems) -> dict[str, tuple[KernelConfig, ...]]:
+    hook = "gems_tuned_configs"
+    kept: dict[str, tuple[KernelConfig, ...]] = {}
+    answer = problems.answer(hook, backend.call(hook, arch=arch), Mapping, "a mapping of kernel to configs")
+    for name, configs in answer.items():
+        configs = problems.answer(hook, configs, Iterable, f"a sequence of KernelConfig for {name!r}")
+        usable = []
+        for config in configs:
+            if isinstance(config, KernelConfig) and isinstance(config.options, Mapping):
+                usable.append(_accepted_config(name, config, accepted, dropped))
+            else:
+                problems.add(hook, name, f"{config!r} is not a KernelConfig")
+        if usable:
+            kept[name] = tuple(usable)
+    return kept
+
+
+def _compiler_options(backend: Any, arch: str, accepted: frozenset[str], dropped: list[str],
+                      problems: _Problems) -> dict[str, dict[str, Any]]:
+    hook = "gems_compiler_options"
     kept: dict[str, dict[str, Any]] = {}
-    dropped: list[str] = []
-    for kernel, options in raw_options.items():
+    answer = problems.answer(hook, backend.call(hook, arch=arch), Mapping, "a mapping of kernel to options")
+    for kernel, options in answer.items():
+        options = problems.answer(hook, options, Mapping, f"a mapping of options for {kernel!r}")
         for key, value in options.items():
             if key in accepted:
                 kept.setdefault(kernel, {})[key] = value
             else:
                 dropped.append(f"{kernel}: {key}={value!r}")
+    return kept
+
+
+def _deviations(backend: Any, problems: _Problems) -> tuple[Deviation, ...]:
+    hook = "gems_known_deviations"
+    kept = []
+    for deviation in problems.answer(hook, backend.call(hook), Iterable, "an iterable of Deviation"):
+        found = deviation_problems(deviation)
+        if found:
+            problems.add(hook, getattr(deviation, "op", deviation), "; ".join(found))
+        else:
+            kept.append(deviation)
+    return tuple(kept)
+
+
+def _overrides(backend: Any, problems: _Problems) -> dict[str, Callable[..., Any]]:
+    hook = "gems_kernel_overrides"
     overrides: dict[str, Callable[..., Any]] = {}
-    for override in backend.call("gems_kernel_overrides") or ():
+    for override in problems.answer(hook, backend.call(hook), Iterable, "an iterable of KernelOverride"):
         if not isinstance(override, KernelOverride):
-            raise TypeError(f"gems_kernel_overrides entries must be KernelOverride, got {override!r}")
-        overrides[override.op] = override.fn
+            problems.add(hook, override, f"{override!r} is not a KernelOverride")
+        elif aten_problem(override.op) or not callable(override.fn):
+            problem = aten_problem(override.op) or f"fn {override.fn!r} is not callable"
+            problems.add(hook, override.op, problem)
+        else:
+            overrides[override.op] = override.fn
+    return overrides
+
+
+def _variants(backend: Any, arch: str, problems: _Problems) -> dict[str, KernelVariant]:
     from .variants import POINTS  # it imports the runtime, which imports this module
 
+    hook = "gems_kernel_variants"
     variants: dict[str, KernelVariant] = {}
-    offered = () if os.environ.get("GEMS_KERNEL_VARIANTS", "1") in ("0", "off") else (
-        backend.call("gems_kernel_variants", arch=arch) or ())
-    for entry in offered:
+    if os.environ.get("GEMS_KERNEL_VARIANTS", "1") in ("0", "off"):
+        return variants
+    answer = problems.answer(hook, backend.call(hook, arch=arch), Iterable, "an iterable of KernelVariant")
+    for entry in answer:
         if not isinstance(entry, KernelVariant):
-            raise TypeError(f"gems_kernel_variants entries must be KernelVariant, got {entry!r}")
-        if entry.point not in POINTS:
-            raise ValueError(f"gems_kernel_variants: {entry.point!r} is not a variant point of this gems-core "
-                             f"(points: {', '.join(sorted(POINTS))})")
-        if not callable(entry.fn):
-            raise TypeError(f"gems_kernel_variants: the {entry.point!r} variant's fn is not callable: {entry.fn!r}")
-        if entry.point in variants:
-            raise ValueError(f"gems_kernel_variants: two variants for {entry.point!r}")
-        variants[entry.point] = entry
-    kept_configs: dict[str, tuple[KernelConfig, ...]] = {}
-    for name, cfgs in configs.items():
-        kept_configs[name] = tuple(_accepted_config(name, c, accepted, dropped) for c in cfgs)
+            problems.add(hook, entry, f"{entry!r} is not a KernelVariant")
+        elif entry.point not in POINTS:
+            problems.add(hook, entry.point, f"{entry.point!r} is not a variant point of this gems-core "
+                                            f"(points: {', '.join(sorted(POINTS))})")
+        elif not callable(entry.fn):
+            problems.add(hook, entry.point, f"the {entry.point!r} variant's fn is not callable: {entry.fn!r}")
+        elif entry.point in variants:
+            problems.add(hook, entry.point, f"two variants for {entry.point!r}")
+        else:
+            variants[entry.point] = entry
+    return variants
+
+
+def build_policy(selection: Selection) -> Policy:
+    backend = selection.backend
+    arch = selection.arch
+    problems = _Problems(backend.name)
+    accepted = accepted_options(selection.execution.triton_backend)
+    dropped: list[str] = []
+    configs = _configs(backend, arch, accepted, dropped, problems)
+    gates, reasons = _gates(backend, problems)
     return Policy(
-        configs=kept_configs,
+        configs=configs,
         gates={op: frozenset(d) for op, d in gates.items()},
         gate_reasons=reasons,
         unsupported_dtypes=selection.descriptor.dtypes.unsupported(),
-        compiler_options=kept,
+        compiler_options=_compiler_options(backend, arch, accepted, dropped, problems),
         dropped_options=tuple(dropped),
-        deviations=tuple(backend.call("gems_known_deviations") or ()),
-        overrides=overrides,
-        variants=variants,
+        deviations=_deviations(backend, problems),
+        overrides=_overrides(backend, problems),
+        variants=_variants(backend, arch, problems),
+        problems=tuple(problems.found),
     )
+
+
+def check_tunables(policy: Policy, backend: str, limits: Limits) -> Policy:
+    """``policy`` without the configs and compiler options that name no core tunable or do
+    not fit it or the chip's ``limits``, nor overrides of overloads gems does not serve; each
+    left out with a warning. Loads the ops (which declare the tunables)."""
+    from .registry import all_impls
+    from .tuning import tunables
+
+    problems = _Problems(backend)
+    known = tunables()
+    names = ", ".join(sorted(known))
+    configs = {}
+    for kernel, found in policy.configs.items():
+        tunable = known.get(kernel)
+        if tunable is None:
+            problems.add("gems_tuned_configs", kernel, f"{kernel!r} is not a core tunable (known: {names})")
+            continue
+        kept = []
+        for config in found:
+            bad = config_problems(config, tunable.params, tunable.optional, limits)
+            if bad:
+                problems.add("gems_tuned_configs", kernel,
+                             f"{kernel} config {config.describe()}: {'; '.join(bad)}")
+            else:
+                kept.append(config)
+        if kept:
+            configs[kernel] = tuple(kept)
+    # options the running Triton does not accept are dropped already ("kernel: option=value")
+    named = set(policy.compiler_options) | {entry.partition(":")[0] for entry in policy.dropped_options
+                                            if " (config)" not in entry}
+    for kernel in sorted(named - set(known) - {"*"}):
+        problems.add("gems_compiler_options", kernel, f"{kernel!r} is not a core tunable (known: {names})")
+    options = {k: v for k, v in policy.compiler_options.items() if k == "*" or k in known}
+    served = all_impls()
+    overrides = {}
+    for op, fn in policy.overrides.items():
+        if op in served:
+            overrides[op] = fn
+        else:
+            problems.add("gems_kernel_overrides", op, f"gems serves no overload {op!r}: an override "
+                         "replaces one overload gems serves (e.g. 'add.Tensor', not 'add')")
+    if not problems.found:
+        return policy
+    return dataclasses.replace(policy, configs=configs, compiler_options=options, overrides=overrides,
+                               problems=policy.problems + tuple(problems.found))

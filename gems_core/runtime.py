@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from . import compat
 from .contract import Limits
-from .policy import Policy, build_policy
+from .policy import Policy, build_policy, check_tunables
 from .selection import Selection, select
 
 
@@ -76,6 +76,9 @@ def current() -> Runtime:
                             "does not: unset TRITON_INTERPRET"
                         )
                 _runtime = Runtime(selection=selection, policy=build_policy(selection))
+                # configs are checked against the tunables, which the ops declare once loaded
+                # (loading them needs this runtime)
+                _runtime.policy = check_tunables(_runtime.policy, selection.backend.name, _runtime.limits)
     return _runtime
 
 

@@ -56,7 +56,31 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def device_type_problem(descriptor: BackendDescriptor, emulated: bool) -> str:
+    """Why tensors cannot live on the descriptor's ``device_type`` here; "" if they can.
+
+    A chip registered through PrivateUse1 names its device type only once its runtime calls
+    ``torch.utils.rename_privateuse1_backend``: under emulation (tensors on the device that is
+    here) the name may be still unknown to torch, on the chip it must be the renamed key's."""
+    renamed = torch._C._get_privateuse1_backend_name()
+    if descriptor.dispatch_key == "PrivateUse1":
+        if descriptor.device_type == renamed or (emulated and renamed == "privateuseone"):
+            return ""
+        return (f"device_type {descriptor.device_type!r} with dispatch_key 'PrivateUse1' needs the chip's "
+                f"runtime to rename PrivateUse1 to {descriptor.device_type!r} "
+                f"(torch.utils.rename_privateuse1_backend) before gems selects it; PrivateUse1 is "
+                f"{renamed!r} here")
+    try:
+        torch.device(descriptor.device_type)
+    except RuntimeError as exc:
+        return f"device_type {descriptor.device_type!r}: {exc}"
+    return ""
+
+
 def _native_execution(descriptor: BackendDescriptor) -> Execution:
+    problem = device_type_problem(descriptor, emulated=False)
+    if problem:
+        raise BackendError(f"backend {descriptor.name!r}: {problem}")
     return Execution(
         device_type=descriptor.device_type,
         dispatch_key=descriptor.dispatch_key,

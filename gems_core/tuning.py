@@ -163,6 +163,11 @@ class Tunable:
         rt = runtime.current()
         if len(configs) == 1 or bench is None or rt.interpreter or rt.compile_only or not _autotune():
             return configs[0]
+        from .shipped import lookup
+
+        shipped = lookup(self, model, key, configs)  # the backend's table for this chip
+        if shipped is not None:
+            return shipped
         path = self._cache_path(model)
         stored = read_json(path).get(repr(key))
         if stored is not None:

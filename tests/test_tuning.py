@@ -22,7 +22,7 @@ def gpu_like(monkeypatch: pytest.MonkeyPatch, tmp_path) -> tuning.Tunable:
     fake = SimpleNamespace(
         interpreter=False, compile_only=False,
         policy=SimpleNamespace(configs={}, options_for=lambda name: {}),
-        selection=SimpleNamespace(backend=SimpleNamespace(name="fake"), device_name="Fake GPU"),
+        selection=SimpleNamespace(backend=SimpleNamespace(name="fake", call=lambda hook, **kwargs: None), device_name="Fake GPU"),
     )
     monkeypatch.setattr(runtime, "current", lambda: fake)
     monkeypatch.setattr(tuning, "device_model", lambda: "Fake GPU")  # no driver to ask here

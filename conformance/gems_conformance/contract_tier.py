@@ -1,38 +1,30 @@
 """The contract tier: the plugin loads, its descriptor is sound, and every name it mentions
-exists (ATen operators for gates, deviations and overrides; core tunables and their
-parameters for configs and compiler options). Needs no device."""
+exists (ATen operators for gates, deviations and overrides; torch dtypes; core tunables and
+their parameters for configs and compiler options), with every config within the
+descriptor's limits. The checks are the core's (:mod:`gems_core.policy`), which already
+leaves out at load what fails them; those entries are reported here as failures. Needs no
+device."""
 
 from __future__ import annotations
 
 import torch
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from gems_core import policy as policy_checks
 from gems_core import runtime, tuning
-from gems_core.contract import BackendDescriptor, TritonTarget
+from gems_core.contract import BackendDescriptor, Limits, TritonTarget
+from gems_core.policy import Policy, aten_problem
 from gems_core.registry import all_impls
+from gems_core.selection import device_type_problem
 
 from . import records as R
 from .records import Record
-
-DEVIATION_KINDS = ("xfail", "tolerance")
 
 
 def _record(op: str, check: str, problem: str, dtype: str = "-", detail: str = "") -> Record:
     status = R.FAIL if problem else R.PASS
     return Record(tier="contract", op=op, dtype=dtype, sample=check, status=status, message=problem,
                   detail=detail)
-
-
-def aten_problem(name: str) -> str:
-    """Why ``name`` ("packet" or "packet.overload") is not an ATen operator; "" if it is."""
-    packet, _, overload = name.partition(".")
-    try:
-        torch._C._dispatch_find_schema_or_throw(f"aten::{packet}", "" if overload == "default" else overload)
-    except RuntimeError:
-        if not overload and hasattr(torch.ops.aten, packet):
-            return ""  # a packet with no default overload ("add"): all its overloads
-        return f"{name!r} is not an ATen operator"
-    return ""
 
 
 def _target_problems(target: TritonTarget) -> list[str]:
@@ -44,14 +36,13 @@ def _target_problems(target: TritonTarget) -> list[str]:
     return problems
 
 
-def _descriptor_checks(d: BackendDescriptor) -> list[Record]:
+def _descriptor_checks(d: BackendDescriptor, emulated: bool) -> list[Record]:
     checks: dict[str, list[str]] = {"identity": [], "device": [], "target": [], "limits": [], "versions": []}
     if not d.name or not d.vendor:
         checks["identity"].append("name and vendor must be set")
-    try:
-        torch.device(d.device_type)
-    except RuntimeError as exc:
-        checks["device"].append(f"device_type {d.device_type!r}: {exc}")
+    problem = device_type_problem(d, emulated)
+    if problem:
+        checks["device"].append(problem)
     if d.dispatch_key not in torch._C.DispatchKey.__members__:
         checks["device"].append(f"dispatch_key {d.dispatch_key!r} is not a torch DispatchKey")
     for target in (d.target, *d.compile_targets):
@@ -74,53 +65,54 @@ def _descriptor_checks(d: BackendDescriptor) -> list[Record]:
     return [_record("descriptor", check, "; ".join(problems)) for check, problems in checks.items()]
 
 
-def _op_checks(policy: object) -> list[Record]:
+#: the check each hook's entries are reported under
+HOOK_CHECKS = {
+    "gems_unsupported_ops": "unsupported op",
+    "gems_known_deviations": "deviation",
+    "gems_kernel_overrides": "kernel override",
+    "gems_tuned_configs": "tuned configs",
+    "gems_compiler_options": "compiler options",
+    "gems_kernel_variants": "kernel variant",
+}
+
+
+def _problem_records(policy: Policy) -> list[Record]:
+    """The entries the core left out at load: each a failure naming the hook."""
+    return [_record(p.subject, HOOK_CHECKS.get(p.hook, p.hook), f"{p.hook}(): {p.message}")
+            for p in policy.problems]
+
+
+def _op_checks(policy: Policy) -> list[Record]:
+    """The entries kept at load, checked again: they pass unless the core's checks did not run."""
     found = []
-    for op, dtypes in sorted(policy.gates.items()):  # type: ignore[attr-defined]
-        problems = [aten_problem(op)] + [
-            f"{d!r} is not a torch dtype" for d in sorted(dtypes)
-            if not isinstance(getattr(torch, d, None), torch.dtype)]
+    for op, dtypes in sorted(policy.gates.items()):
+        problems = [aten_problem(op)] + [policy_checks.dtype_problem(d) for d in sorted(dtypes)]
         found.append(_record(op, "unsupported op", "; ".join(p for p in problems if p)))
-    for deviation in policy.deviations:  # type: ignore[attr-defined]
-        problems = [] if deviation.op == "*" else [aten_problem(deviation.op)]
-        if deviation.kind not in DEVIATION_KINDS:
-            problems.append(f"kind {deviation.kind!r} is not one of {', '.join(DEVIATION_KINDS)}")
-        if not deviation.reason.strip():
-            problems.append("a deviation needs a reason")
-        if deviation.kind == "tolerance" and deviation.atol is None and deviation.rtol is None:
-            problems.append("a tolerance deviation needs atol or rtol")
-        found.append(_record(deviation.op, "deviation", "; ".join(p for p in problems if p),
+    for deviation in policy.deviations:
+        problem = "; ".join(policy_checks.deviation_problems(deviation))
+        found.append(_record(deviation.op, "deviation", problem,
                              dtype=",".join(deviation.dtypes) or "*", detail=deviation.reason))
     served = all_impls()
-    for op in sorted(policy.overrides):  # type: ignore[attr-defined]
-        problem = aten_problem(op) or (
-            "" if op in served else
-            f"gems serves no overload {op!r}: an override replaces one overload gems serves "
-            "(e.g. 'add.Tensor', not 'add')")
+    for op in sorted(policy.overrides):
+        problem = aten_problem(op) or ("" if op in served else f"gems serves no overload {op!r}")
         found.append(_record(op, "kernel override", problem))
     return found
 
 
-def _config_checks(policy: object) -> list[Record]:
+def _config_checks(policy: Policy, limits: Limits) -> list[Record]:
     tunables = tuning.tunables()
     known = ", ".join(sorted(tunables))
     found = []
-    for kernel, configs in sorted(policy.configs.items()):  # type: ignore[attr-defined]
+    for kernel, configs in sorted(policy.configs.items()):
         problems = []
         if kernel not in tunables:
             problems.append(f"{kernel!r} is not a core tunable (known: {known})")
         else:
+            tunable = tunables[kernel]
             for config in configs:
-                try:
-                    tunables[kernel].validate(config)
-                except ValueError as exc:
-                    problems.append(str(exc))
+                problems += policy_checks.config_problems(config, tunable.params, tunable.optional, limits)
         found.append(_record(kernel, "tuned configs", "; ".join(problems)))
-    # dropped entries read "kernel: option=value", or "kernel (config): ..." for a config's own
-    kernels = {name.partition(":")[0].removesuffix(" (config)").strip()
-               for name in policy.dropped_options}  # type: ignore[attr-defined]
-    kernels |= set(policy.compiler_options)  # type: ignore[attr-defined]
-    for kernel in sorted(kernels - {"*"}):
+    for kernel in sorted(set(policy.compiler_options) - {"*"}):
         problem = "" if kernel in tunables else f"{kernel!r} is not a core tunable (known: {known})"
         found.append(_record(kernel, "compiler options", problem))
     return found
@@ -133,7 +125,8 @@ def check_contract(load_error: str | None = None) -> list[Record]:
     rt = runtime.current()
     backend = rt.selection.backend
     found = [_record("plugin", "loads", "", detail=backend.source)]
-    found += _descriptor_checks(rt.selection.descriptor)
+    found += _descriptor_checks(rt.selection.descriptor, rt.selection.emulated)
+    found += _problem_records(rt.policy)
     found += _op_checks(rt.policy)
-    found += _config_checks(rt.policy)
+    found += _config_checks(rt.policy, rt.limits)
     return found

@@ -12,26 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gems_core import KernelConfig
-
-
-def _mm(bm: int, bn: int, bk: int, warps: int, stages: int = 2, group_m: int = 8) -> KernelConfig:
-    params = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}
-    return KernelConfig(params, num_warps=warps, num_stages=stages)
-
-
-def _tile(bm: int, bn: int, warps: int) -> KernelConfig:
-    return KernelConfig({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=1)
-
-
-def _row(bn: int, warps: int) -> KernelConfig:
-    return KernelConfig({"BLOCK_N": bn}, num_warps=warps, num_stages=1)
+from gems_core.configs import mm, pointwise, row, tile
 
 
 _MEMORY_BOUND: dict[str, list[KernelConfig]] = {
-    "pointwise": [KernelConfig({"BLOCK_SIZE": 1024}, num_warps=4, num_stages=1)],
-    "reduction": [_tile(4, 512, 4), _tile(1, 2048, 8), _tile(16, 128, 4)],
-    "softmax": [_tile(1, 1024, 4), _tile(1, 4096, 8), _tile(4, 256, 4)],
-    "norm": [_row(1024, 4), _row(4096, 8), _row(256, 2)],
+    "pointwise": [pointwise(1024, 4)],
+    "reduction": [tile(4, 512, 4), tile(1, 2048, 8), tile(16, 128, 4)],
+    "softmax": [tile(1, 1024, 4), tile(1, 4096, 8), tile(4, 256, 4)],
+    "norm": [row(1024, 4), row(4096, 8), row(256, 2)],
 }
 
 CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
@@ -39,36 +27,36 @@ CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
     "gfx90a": {
         **_MEMORY_BOUND,
         "mm": [
-            _mm(128, 128, 32, 4),  # 32 KB fp16, 64 KB fp32
-            _mm(256, 128, 32, 8),  # 48 KB
-            _mm(128, 256, 32, 8),  # 48 KB
-            _mm(128, 128, 64, 8),  # 64 KB
-            _mm(64, 64, 64, 4),  # 32 KB fp16, 64 KB fp32: small or skinny problems
-            _mm(64, 64, 32, 4),  # 64 KB fp64: the tile float64 fits in 64 KB of LDS
+            mm(128, 128, 32, 4),  # 32 KB fp16, 64 KB fp32
+            mm(256, 128, 32, 8),  # 48 KB
+            mm(128, 256, 32, 8),  # 48 KB
+            mm(128, 128, 64, 8),  # 64 KB
+            mm(64, 64, 64, 4),  # 32 KB fp16, 64 KB fp32: small or skinny problems
+            mm(64, 64, 32, 4),  # 64 KB fp64: the tile float64 fits in 64 KB of LDS
         ],
     },
     # MI300: 64 KB LDS, 304 CUs; large tiles keep the MFMA units fed
     "gfx942": {
         **_MEMORY_BOUND,
         "mm": [
-            _mm(128, 128, 32, 4),  # 32 KB fp16, 64 KB fp32
-            _mm(256, 256, 32, 8),  # 64 KB
-            _mm(128, 128, 64, 8),  # 64 KB
-            _mm(256, 128, 32, 8),  # 48 KB
-            _mm(128, 256, 32, 8),  # 48 KB
-            _mm(64, 64, 64, 4),  # 32 KB fp16, 64 KB fp32: small or skinny problems
-            _mm(64, 64, 32, 4),  # 64 KB fp64: the tile float64 fits in 64 KB of LDS
+            mm(128, 128, 32, 4),  # 32 KB fp16, 64 KB fp32
+            mm(256, 256, 32, 8),  # 64 KB
+            mm(128, 128, 64, 8),  # 64 KB
+            mm(256, 128, 32, 8),  # 48 KB
+            mm(128, 256, 32, 8),  # 48 KB
+            mm(64, 64, 64, 4),  # 32 KB fp16, 64 KB fp32: small or skinny problems
+            mm(64, 64, 32, 4),  # 64 KB fp64: the tile float64 fits in 64 KB of LDS
         ],
     },
     # MI350: 160 KB LDS allows deeper K tiles
     "gfx950": {
         **_MEMORY_BOUND,
         "mm": [
-            _mm(128, 128, 64, 4),  # 64 KB fp16, 128 KB fp32
-            _mm(256, 256, 64, 8),  # 128 KB
-            _mm(128, 256, 64, 8),  # 96 KB
-            _mm(256, 128, 64, 8),  # 96 KB
-            _mm(64, 64, 64, 4),  # 32 KB: small or skinny problems
+            mm(128, 128, 64, 4),  # 64 KB fp16, 128 KB fp32
+            mm(256, 256, 64, 8),  # 128 KB
+            mm(128, 256, 64, 8),  # 96 KB
+            mm(256, 128, 64, 8),  # 96 KB
+            mm(64, 64, 64, 4),  # 32 KB: small or skinny problems
         ],
     },
 }

@@ -10,22 +10,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gems_core import KernelConfig
+from gems_core.configs import mm, norm, pointwise, tile
 
 
-def _config(**params: int) -> KernelConfig:
-    return KernelConfig(params, num_warps=1, num_stages=1)
-
-
+_WARPS = _STAGES = 1  # the fork has neither warps nor a software pipeliner
 CONFIGS: dict[str, list[KernelConfig]] = {
-    "pointwise": [_config(BLOCK_SIZE=512)],
+    "pointwise": [pointwise(512, _WARPS)],
     "mm": [
-        _config(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8),
-        _config(BLOCK_M=256, BLOCK_N=256, BLOCK_K=64, GROUP_M=8),
-        _config(BLOCK_M=64, BLOCK_N=64, BLOCK_K=128, GROUP_M=8),
+        mm(128, 128, 64, _WARPS, _STAGES),
+        mm(256, 256, 64, _WARPS, _STAGES),
+        mm(64, 64, 128, _WARPS, _STAGES),
     ],
-    "reduction": [_config(BLOCK_M=1, BLOCK_N=512), _config(BLOCK_M=4, BLOCK_N=128)],
-    "softmax": [_config(BLOCK_M=1, BLOCK_N=512)],
-    "norm": [_config(BLOCK_N=512)],
+    "reduction": [tile(1, 512, _WARPS), tile(4, 128, _WARPS)],
+    "softmax": [tile(1, 512, _WARPS)],
+    "norm": [norm(512, _WARPS)],
 }
 
 # Options of the XPU fork. buffer_size_limit is each core's local buffer in elements (512,

@@ -11,33 +11,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gems_core import KernelConfig
-
-
-def _mm(bm: int, bn: int, bk: int, warps: int, stages: int, group_m: int = 8) -> KernelConfig:
-    params = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}
-    return KernelConfig(params, num_warps=warps, num_stages=stages)
-
-
-def _tile(bm: int, bn: int, warps: int) -> KernelConfig:
-    return KernelConfig({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=1)
-
-
-def _row(bn: int, warps: int) -> KernelConfig:
-    return KernelConfig({"BLOCK_N": bn}, num_warps=warps, num_stages=1)
+from gems_core.configs import mm, pointwise, row, tile
 
 
 CONFIGS: dict[str, list[KernelConfig]] = {
-    "pointwise": [KernelConfig({"BLOCK_SIZE": 512}, num_warps=4, num_stages=1)],
+    "pointwise": [pointwise(512, 4)],
     "mm": [
-        _mm(128, 128, 32, 8, 2),  # 32 KB fp16, 64 KB fp32
-        _mm(128, 256, 32, 8, 2),  # 48 KB
-        _mm(256, 128, 32, 8, 2),  # 48 KB
-        _mm(64, 128, 64, 4, 2),  # 48 KB
-        _mm(64, 64, 64, 4, 2),  # 32 KB fp16, 64 KB fp32: small or skinny problems
+        mm(128, 128, 32, 8, 2),  # 32 KB fp16, 64 KB fp32
+        mm(128, 256, 32, 8, 2),  # 48 KB
+        mm(256, 128, 32, 8, 2),  # 48 KB
+        mm(64, 128, 64, 4, 2),  # 48 KB
+        mm(64, 64, 64, 4, 2),  # 32 KB fp16, 64 KB fp32: small or skinny problems
     ],
-    "reduction": [_tile(4, 256, 4), _tile(1, 2048, 8), _tile(16, 64, 4)],
-    "softmax": [_tile(1, 1024, 4), _tile(1, 2048, 8), _tile(4, 256, 4)],
-    "norm": [_row(1024, 4), _row(2048, 8), _row(256, 2)],
+    "reduction": [tile(4, 256, 4), tile(1, 2048, 8), tile(16, 64, 4)],
+    "softmax": [tile(1, 1024, 4), tile(1, 2048, 8), tile(4, 256, 4)],
+    "norm": [row(1024, 4), row(2048, 8), row(256, 2)],
 }
 
 # Options of the MetaX fork: ``pipeline`` picks its software pipeliner ("basic" by default;

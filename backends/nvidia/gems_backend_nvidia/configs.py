@@ -11,47 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gems_core import KernelConfig
+from gems_core.configs import attention_decode, gemv, mm, mm_decode, pointwise, row, tile, topk_chunk
 
 from .device import arch_key
-
-
-def _mm(bm: int, bn: int, bk: int, warps: int, stages: int, group_m: int = 8) -> KernelConfig:
-    params = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}
-    return KernelConfig(params, num_warps=warps, num_stages=stages)
-
-
-def _decode(bm: int, bn: int, bk: int, warps: int, stages: int) -> KernelConfig:
-    return KernelConfig({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=warps, num_stages=stages)
-
-
-def _gemv(bn: int, bk: int, warps: int, stages: int = 2) -> KernelConfig:
-    return KernelConfig({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=warps, num_stages=stages)
-
-
-def _tile(bm: int, bn: int, warps: int, stages: int = 1) -> KernelConfig:
-    return KernelConfig({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages)
-
-
-def _row(bn: int, warps: int) -> KernelConfig:
-    return KernelConfig({"BLOCK_N": bn}, num_warps=warps, num_stages=1)
-
-
-def _keys(bn: int, warps: int, stages: int, splits: int | None = None, rows: int | None = None) -> KernelConfig:
-    params: dict[str, int] = {"BLOCK_N": bn}
-    if splits is not None:
-        params["SPLITS"] = splits
-    if rows is not None:
-        params["ROWS"] = rows
-    return KernelConfig(params, num_warps=warps, num_stages=stages)
 
 
 # Memory-bound kernels: wide blocks, few stages; identical across generations but for block
 # width (Hopper's bandwidth wants more bytes in flight per SM).
 _AMPERE_MEMORY_BOUND: dict[str, list[KernelConfig]] = {
-    "pointwise": [KernelConfig({"BLOCK_SIZE": 1024}, num_warps=4, num_stages=1)],
-    "reduction": [_tile(4, 512, 4), _tile(1, 2048, 8), _tile(16, 128, 4)],
-    "softmax": [_tile(1, 1024, 4), _tile(1, 4096, 8), _tile(4, 256, 4)],
-    "norm": [_row(1024, 4), _row(4096, 8), _row(256, 2)],
+    "pointwise": [pointwise(1024, 4)],
+    "reduction": [tile(4, 512, 4), tile(1, 2048, 8), tile(16, 128, 4)],
+    "softmax": [tile(1, 1024, 4), tile(1, 4096, 8), tile(4, 256, 4)],
+    "norm": [row(1024, 4), row(4096, 8), row(256, 2)],
 }
 # Hopper numbers from benchmarks/sweep.py. Pointwise (H100): 8 warps with 16 bytes a thread
 # to load, summed over the inputs read in full (a binary op 4 bf16 or 2 fp32 elements of each
@@ -63,13 +34,13 @@ _AMPERE_MEMORY_BOUND: dict[str, list[KernelConfig]] = {
 # Reductions along memory prefer 8x512 or 2x2048 tiles, reductions over a leading dim
 # (contiguous kept axis) tall, narrow tiles.
 _HOPPER_MEMORY_BOUND: dict[str, list[KernelConfig]] = {
-    "pointwise": [KernelConfig({"BLOCK_SIZE": 1024, "THREAD_BYTES": 16}, num_warps=8, num_stages=1)],
+    "pointwise": [pointwise(1024, 8, THREAD_BYTES=16)],
     "reduction": [
-        _tile(8, 512, 8), _tile(2, 2048, 8), _tile(1, 1024, 4),
-        _tile(64, 64, 8), _tile(128, 32, 8), _tile(32, 64, 4),
+        tile(8, 512, 8), tile(2, 2048, 8), tile(1, 1024, 4),
+        tile(64, 64, 8), tile(128, 32, 8), tile(32, 64, 4),
     ],
-    "softmax": [_tile(1, 2048, 8), _tile(1, 8192, 16), _tile(4, 256, 4)],
-    "norm": [_row(2048, 8), _row(8192, 16), _row(512, 4)],
+    "softmax": [tile(1, 2048, 8), tile(1, 8192, 16), tile(4, 256, 4)],
+    "norm": [row(2048, 8), row(8192, 16), row(512, 4)],
 }
 
 # Decode-shaped GEMMs (M <= 64; split-K fills the chip) and GEMVs stream the weight once:
@@ -77,40 +48,40 @@ _HOPPER_MEMORY_BOUND: dict[str, list[KernelConfig]] = {
 # weight (K-contiguous) and a row-major one (N-contiguous) are tuned separately.
 _AMPERE_DECODE: dict[str, list[KernelConfig]] = {
     "mm_decode": [
-        _decode(16, 64, 128, 4, 4),  # 80 KB fp16, 160 KB fp32
-        _decode(16, 128, 128, 4, 3),  # 108 KB
-        _decode(16, 128, 64, 4, 4),  # 72 KB
-        _decode(32, 64, 128, 4, 4),  # 96 KB
-        _decode(64, 64, 64, 4, 4),  # 64 KB: 33 to 64 rows
-        _decode(16, 256, 64, 8, 3),  # 102 KB
+        mm_decode(16, 64, 128, 4, 4),  # 80 KB fp16, 160 KB fp32
+        mm_decode(16, 128, 128, 4, 3),  # 108 KB
+        mm_decode(16, 128, 64, 4, 4),  # 72 KB
+        mm_decode(32, 64, 128, 4, 4),  # 96 KB
+        mm_decode(64, 64, 64, 4, 4),  # 64 KB: 33 to 64 rows
+        mm_decode(16, 256, 64, 8, 3),  # 102 KB
     ],
     "gemv": [
-        _gemv(16, 64, 4),
-        _gemv(4, 512, 4),
-        _gemv(8, 256, 4),
-        _gemv(16, 256, 8),
-        _gemv(128, 32, 4),
-        _gemv(256, 16, 8),
+        gemv(16, 64, 4),
+        gemv(4, 512, 4),
+        gemv(8, 256, 4),
+        gemv(16, 256, 8),
+        gemv(128, 32, 4),
+        gemv(256, 16, 8),
     ],
 }
 _HOPPER_DECODE: dict[str, list[KernelConfig]] = {
     "mm_decode": [
-        _decode(16, 64, 128, 4, 4),  # 80 KB fp16, 160 KB fp32
-        _decode(16, 128, 128, 4, 4),  # 144 KB
-        _decode(16, 256, 64, 8, 4),  # 136 KB
-        _decode(32, 128, 128, 4, 3),  # 120 KB
-        _decode(64, 128, 64, 4, 4),  # 96 KB: 33 to 64 rows
-        _decode(16, 128, 256, 8, 3),  # 216 KB: few, deep slices
-        _decode(16, 64, 256, 4, 4),  # 160 KB
-        _decode(16, 32, 512, 4, 3),  # 144 KB: 16x6144x4096 0.94x, the best other 0.91x (H200)
+        mm_decode(16, 64, 128, 4, 4),  # 80 KB fp16, 160 KB fp32
+        mm_decode(16, 128, 128, 4, 4),  # 144 KB
+        mm_decode(16, 256, 64, 8, 4),  # 136 KB
+        mm_decode(32, 128, 128, 4, 3),  # 120 KB
+        mm_decode(64, 128, 64, 4, 4),  # 96 KB: 33 to 64 rows
+        mm_decode(16, 128, 256, 8, 3),  # 216 KB: few, deep slices
+        mm_decode(16, 64, 256, 4, 4),  # 160 KB
+        mm_decode(16, 32, 512, 4, 3),  # 144 KB: 16x6144x4096 0.94x, the best other 0.91x (H200)
     ],
     "gemv": [
-        _gemv(16, 128, 4),
-        _gemv(4, 512, 4),
-        _gemv(8, 512, 8),
-        _gemv(16, 256, 8),
-        _gemv(256, 32, 8),
-        _gemv(512, 16, 8),
+        gemv(16, 128, 4),
+        gemv(4, 512, 4),
+        gemv(8, 512, 8),
+        gemv(16, 256, 8),
+        gemv(256, 32, 8),
+        gemv(512, 16, 8),
     ],
 }
 
@@ -132,37 +103,37 @@ _HOPPER_DECODE: dict[str, list[KernelConfig]] = {
 # 2-warp programs keep those in a warp but use 140-250 registers a thread.
 _HOPPER_ATTENTION: dict[str, list[KernelConfig]] = {
     "attention": [
-        _tile(128, 64, 8, 3),  # 32 + 3 x 32 = 128 KB
-        _tile(128, 128, 8, 3),  # 32 + 3 x 64 = 224 KB
-        _tile(128, 64, 8, 4),  # 160 KB
-        _tile(128, 128, 8, 2),  # 160 KB
-        _tile(64, 64, 4, 3),  # 112 KB: short sequences (more programs)
-        _tile(64, 32, 4, 2),  # 48 KB: fp32 (96 KB) and head dim 256
+        tile(128, 64, 8, 3),  # 32 + 3 x 32 = 128 KB
+        tile(128, 128, 8, 3),  # 32 + 3 x 64 = 224 KB
+        tile(128, 64, 8, 4),  # 160 KB
+        tile(128, 128, 8, 2),  # 160 KB
+        tile(64, 64, 4, 3),  # 112 KB: short sequences (more programs)
+        tile(64, 32, 4, 2),  # 48 KB: fp32 (96 KB) and head dim 256
     ],
     "attention_decode": [
-        _keys(64, 4, 3),  # 70 KB: 3 an SM, one block in flight while one is used
-        _keys(64, 4, 2),  # 38 KB: 5 an SM, no overlap within a program
-        _keys(32, 4, 3),  # 37 KB: 5 an SM
-        _keys(32, 4, 4),  # 53 KB: 4 an SM
-        _keys(64, 4, 4),  # 102 KB: 2 an SM, two blocks in flight
-        _keys(128, 4, 2),  # 72 KB: 3 an SM, few long steps
-        _keys(64, 8, 3),  # 70 KB: 2 an SM (warps)
-        _keys(128, 8, 3),  # 136 KB: 1 an SM
-        _keys(32, 2, 3),  # 37 KB: 5 an SM, 2 warps
-        _keys(16, 1, 4),  # 28 KB: 7 an SM, 1 warp
-        _keys(32, 1, 3),  # 36 KB: 6 an SM, 1 warp
+        attention_decode(64, 4, 3),  # 70 KB: 3 an SM, one block in flight while one is used
+        attention_decode(64, 4, 2),  # 38 KB: 5 an SM, no overlap within a program
+        attention_decode(32, 4, 3),  # 37 KB: 5 an SM
+        attention_decode(32, 4, 4),  # 53 KB: 4 an SM
+        attention_decode(64, 4, 4),  # 102 KB: 2 an SM, two blocks in flight
+        attention_decode(128, 4, 2),  # 72 KB: 3 an SM, few long steps
+        attention_decode(64, 8, 3),  # 70 KB: 2 an SM (warps)
+        attention_decode(128, 8, 3),  # 136 KB: 1 an SM
+        attention_decode(32, 2, 3),  # 37 KB: 5 an SM, 2 warps
+        attention_decode(16, 1, 4),  # 28 KB: 7 an SM, 1 warp
+        attention_decode(32, 1, 3),  # 36 KB: 6 an SM, 1 warp
         # one split, no merge: for short KV, where a split's partial store, counter and
         # merge cost more than the programs they add (KV 512, batch 8, H100: 15.7 us
         # against 20.3 for the same tile over 4 splits; cuDNN runs this shape one
         # program per key/value head as well)
-        _keys(128, 4, 3, splits=1),  # 136 KB: 1 an SM
-        _keys(64, 4, 3, splits=1),  # 70 KB
+        attention_decode(128, 4, 3, SPLITS=1),  # 136 KB: 1 an SM
+        attention_decode(64, 4, 3, SPLITS=1),  # 70 KB
         # the same, a program's 4 query rows padded to 64 so that both products are wgmma
         # reading K and V from shared memory (no register copy of the tiles): on the H100
         # at KV 512, 64 keys over 4 stages ran 14.5 us against 15.2 for the 16-row 128-key
         # tiles (on the H200 13.1-13.2 against 12.7-13.0: the tuner picks per device)
-        _keys(64, 4, 4, splits=1, rows=64),  # 16 + 4 x 32 = 144 KB
-        _keys(64, 4, 3, splits=1, rows=64),  # 112 KB
+        attention_decode(64, 4, 4, SPLITS=1, ROWS=64),  # 16 + 4 x 32 = 144 KB
+        attention_decode(64, 4, 3, SPLITS=1, ROWS=64),  # 112 KB
     ],
 }
 
@@ -171,12 +142,12 @@ CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
     "sm_80": {
         **_AMPERE_MEMORY_BOUND,
         "mm": [
-            _mm(128, 128, 32, 4, 4),  # 64 KB fp16, 128 KB fp32
-            _mm(128, 256, 32, 8, 3),  # 72 KB
-            _mm(256, 128, 32, 8, 3),  # 72 KB
-            _mm(128, 128, 64, 4, 3),  # 96 KB
-            _mm(64, 128, 32, 4, 4),  # 48 KB
-            _mm(64, 64, 32, 4, 5),  # 40 KB: small or skinny problems
+            mm(128, 128, 32, 4, 4),  # 64 KB fp16, 128 KB fp32
+            mm(128, 256, 32, 8, 3),  # 72 KB
+            mm(256, 128, 32, 8, 3),  # 72 KB
+            mm(128, 128, 64, 4, 3),  # 96 KB
+            mm(64, 128, 32, 4, 4),  # 48 KB
+            mm(64, 64, 32, 4, 5),  # 40 KB: small or skinny problems
         ],
         **_AMPERE_DECODE,
     },
@@ -184,23 +155,23 @@ CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
     "sm_86": {
         **_AMPERE_MEMORY_BOUND,
         "mm": [
-            _mm(128, 128, 32, 4, 3),  # 48 KB fp16, 96 KB fp32
-            _mm(128, 64, 32, 4, 4),  # 48 KB
-            _mm(64, 128, 32, 4, 4),  # 48 KB
-            _mm(64, 64, 32, 4, 4),  # 32 KB
+            mm(128, 128, 32, 4, 3),  # 48 KB fp16, 96 KB fp32
+            mm(128, 64, 32, 4, 4),  # 48 KB
+            mm(64, 128, 32, 4, 4),  # 48 KB
+            mm(64, 64, 32, 4, 4),  # 32 KB
         ],
     },
     # Hopper: wgmma wants 4 or 8 warps (one or two warp groups) and large tiles; 227 KB.
     "sm_90": {
         **_HOPPER_MEMORY_BOUND,
         "mm": [
-            _mm(128, 128, 64, 8, 3),  # 96 KB fp16, 192 KB fp32
-            _mm(128, 256, 64, 8, 3),  # 144 KB
-            _mm(256, 128, 64, 8, 3),  # 144 KB
-            _mm(128, 128, 64, 8, 4),  # 128 KB
-            _mm(128, 128, 32, 4, 4),  # 64 KB
-            _mm(64, 128, 64, 4, 4),  # 96 KB fp16, 192 KB fp32
-            _mm(64, 64, 64, 4, 3),  # 48 KB: small or skinny problems
+            mm(128, 128, 64, 8, 3),  # 96 KB fp16, 192 KB fp32
+            mm(128, 256, 64, 8, 3),  # 144 KB
+            mm(256, 128, 64, 8, 3),  # 144 KB
+            mm(128, 128, 64, 8, 4),  # 128 KB
+            mm(128, 128, 32, 4, 4),  # 64 KB
+            mm(64, 128, 64, 4, 4),  # 96 KB fp16, 192 KB fp32
+            mm(64, 64, 64, 4, 3),  # 48 KB: small or skinny problems
         ],
         **_HOPPER_DECODE,
         **_HOPPER_ATTENTION,
@@ -208,20 +179,20 @@ CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
         # selects the best k of CHUNK entries, one count over the chunk per bisection step;
         # 16 entries a thread (~80 registers) or 32 (~170: fewer programs resident)
         "topk_chunk": [
-            KernelConfig({"CHUNK": 4096}, num_warps=8, num_stages=1),
-            KernelConfig({"CHUNK": 2048}, num_warps=4, num_stages=1),
-            KernelConfig({"CHUNK": 4096}, num_warps=4, num_stages=1),
-            KernelConfig({"CHUNK": 8192}, num_warps=8, num_stages=1),
+            topk_chunk(4096, 8),
+            topk_chunk(2048, 4),
+            topk_chunk(4096, 4),
+            topk_chunk(8192, 8),
         ],
         # the persistent TMA kernel (large fp16/bf16 products): 8 warps (two warp groups)
         # over large tiles; shared memory is the pipeline's stages plus the C tile staged
         # for its bulk store (16-bit)
         "mm_tma": [
-            _mm(128, 256, 64, 8, 3),  # 144 + 64 KB
-            _mm(128, 128, 64, 8, 4),  # 128 + 32 KB
-            _mm(256, 128, 64, 8, 3),  # 144 + 64 KB
-            _mm(128, 128, 128, 8, 3),  # 192 + 32 KB
-            _mm(128, 128, 64, 8, 3),  # 96 + 32 KB
+            mm(128, 256, 64, 8, 3),  # 144 + 64 KB
+            mm(128, 128, 64, 8, 4),  # 128 + 32 KB
+            mm(256, 128, 64, 8, 3),  # 144 + 64 KB
+            mm(128, 128, 128, 8, 3),  # 192 + 32 KB
+            mm(128, 128, 64, 8, 3),  # 96 + 32 KB
         ],
     },
 }

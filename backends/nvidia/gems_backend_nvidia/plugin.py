@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from gems_core import BackendDescriptor, DetectedDevice, KernelConfig, KernelVariant, hookimpl
+from gems_core.shipped import package_table
 
 from . import configs, device
 
@@ -23,6 +25,11 @@ def gems_detect() -> DetectedDevice | None:
 @hookimpl
 def gems_tuned_configs(arch: str) -> Mapping[str, Sequence[KernelConfig]]:
     return configs.tuned_configs(arch)
+
+
+@hookimpl
+def gems_tuned_table(device_model: str) -> Path | None:
+    return package_table(__package__, device_model)
 
 
 @hookimpl

@@ -21,6 +21,7 @@ from gems_core import (
     Limits,
     OpGate,
     TritonTarget,
+    configs,
     hookimpl,
 )
 
@@ -78,22 +79,20 @@ def descriptor(arch: str) -> BackendDescriptor:
 # Per tunable kernel (``python -m gems_core info`` lists them and their params). One config
 # fixes the choice; several are benchmarked once per shape bucket. The first is used where
 # nothing is benchmarked (emulation, the interpreter).
+# ``gems_core.configs`` has a constructor per tunable taking exactly its parameters.
 _ROW_TILES = [
-    KernelConfig({"BLOCK_M": 1, "BLOCK_N": 1024}, num_warps=4, num_stages=1),
-    KernelConfig({"BLOCK_M": 4, "BLOCK_N": 256}, num_warps=4, num_stages=1),
+    configs.tile(BLOCK_M=1, BLOCK_N=1024, num_warps=4),
+    configs.tile(BLOCK_M=4, BLOCK_N=256, num_warps=4),
 ]
 TUNED_CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
     "x1": {
         # ``options``: compiler options of this config alone (here one of the fork's)
-        "pointwise": [
-            KernelConfig({"BLOCK_SIZE": 1024}, num_warps=4, num_stages=1,
-                         options={"example_vector_width": 4}),
-        ],
+        "pointwise": [configs.pointwise(BLOCK_SIZE=1024, num_warps=4, options={"example_vector_width": 4})],
         "reduction": _ROW_TILES,
         "softmax": _ROW_TILES,
     },
     "x2": {
-        "pointwise": [KernelConfig({"BLOCK_SIZE": 2048}, num_warps=8, num_stages=1)],
+        "pointwise": [configs.pointwise(BLOCK_SIZE=2048, num_warps=8)],
         "reduction": _ROW_TILES,
         "softmax": _ROW_TILES,
     },
