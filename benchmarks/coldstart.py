@@ -1,0 +1,231 @@
+"""Cold start: how long a new process takes to its first results, ATen against gems.
+
+    python benchmarks/coldstart.py --out coldstart.json            # on the GPU
+    python benchmarks/coldstart.py --tiny --scenarios empty         # a smoke run on the CPU
+
+A Hugging Face LlamaForCausalLM built from its config (random weights, nothing downloaded:
+8 layers, hidden 2048, 32 heads / 4 KV heads, MLP 5632, vocab 32000; bf16 on a GPU, float32
+and a tiny config with ``--tiny``) runs in fresh processes, each workload in its own:
+
+* ``forward``: one no-grad forward at batch 2 x 384 tokens: ``first_forward_s``;
+* ``generate``: a greedy ``generate()`` of ``--new-tokens`` tokens (default 128) after a
+  384-token prompt at batch 1, every step at a new KV length: ``first_token_s`` (the prompt's
+  prefill and the first sampled token) and ``generate_s`` (the whole call).
+
+Scenarios, each with its own new folders for gems' cache (``GEMS_CACHE_DIR``) and Triton's
+(``TRITON_CACHE_DIR``):
+
+* ``empty``: empty caches, shipped tuning tables ignored (``GEMS_SHIPPED_TUNING=0``): a
+  machine where gems never ran, from a backend without tables;
+* ``warm``: the caches a previous process of the same workload left (not measured);
+* ``shipped``: empty caches, the backend's shipped tuning table for this device in use.
+
+ATen runs in the same conditions (the same kind of fresh process and environment, no gems
+import). Each result also holds the process's import and model-building time, the whole
+process's wall time (``process_s``, measured by the parent), a second forward or the time
+per generated token after the first (the steady state, for scale) and, for gems, how many
+kernels were benchmarked (``benchmarks_run``) and the shipped table in use.
+
+Output: a table on stdout, and with ``--out`` one JSON document (environment, results).
+"""
+
+from __future__ import annotations
+
+import time
+
+_STARTED = time.perf_counter()  # the child's clock starts before its imports
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+LLAMA = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=8, num_attention_heads=32,
+             num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048)
+TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=96, max_position_embeddings=64)
+SCENARIOS = ("empty", "warm", "shipped")
+PROVIDERS = ("aten", "gems")
+WORKLOADS = ("forward", "generate")
+
+
+# ---------------------------------------------------------------- the measured process
+
+
+def _child(args: argparse.Namespace) -> dict:
+    import torch
+
+    gems = None
+    if args.provider == "gems":
+        import gems_core as gems
+    import transformers
+
+    imported = time.perf_counter()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(**(TINY if args.tiny else LLAMA))
+    model = transformers.LlamaForCausalLM._from_config(config, attn_implementation="sdpa")
+    model = model.to(device, dtype).eval()
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    batch, seq = (1, 8) if args.tiny else (2, 384)
+    prompt = 8 if args.tiny else 384
+    g = torch.Generator().manual_seed(0)
+    sync()
+    built = time.perf_counter()
+    result: dict = {"import_s": imported - _STARTED, "build_s": built - imported}
+    serving = gems.use_gems() if gems is not None else contextlib.nullcontext()
+    with serving, torch.no_grad():
+        if args.workload == "forward":
+            tokens = torch.randint(1, config.vocab_size, (batch, seq), generator=g).to(device)
+            for name in ("first_forward_s", "second_forward_s"):
+                start = time.perf_counter()
+                model(tokens)
+                sync()
+                result[name] = time.perf_counter() - start
+        else:
+            tokens = torch.randint(1, config.vocab_size, (1, prompt), generator=g).to(device)
+            stamps: list[float] = []
+            start = time.perf_counter()
+            out = model.generate(
+                tokens, attention_mask=torch.ones_like(tokens), max_new_tokens=args.new_tokens,
+                min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0,
+                streamer=_Stamps(stamps, sync),
+            )
+            sync()
+            result["generate_s"] = time.perf_counter() - start
+            result["first_token_s"] = stamps[1] - start  # stamps[0]: the prompt handed over
+            new = out.shape[1] - prompt
+            result["new_tokens"] = new
+            if new > 1:
+                result["later_token_ms"] = 1e3 * (stamps[-1] - stamps[1]) / (new - 1)
+    if gems is not None:
+        from gems_core import runtime, tuning
+
+        table = runtime.current().selection.backend.call("gems_tuned_table", device_model=tuning.device_model())
+        result["benchmarks_run"] = tuning.benchmarks_run
+        result["shipped_table"] = None if table is None else str(table) if isinstance(table, (str, os.PathLike)) else "mapping"
+    return result
+
+
+class _Stamps:
+    """A ``generate()`` streamer that notes when each token (the prompt first) is ready."""
+
+    def __init__(self, stamps: list[float], sync) -> None:
+        self.stamps, self.sync = stamps, sync
+
+    def put(self, value) -> None:
+        self.sync()
+        self.stamps.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------- the parent
+
+
+def _run_child(args: argparse.Namespace, provider: str, workload: str, env: dict[str, str]) -> dict:
+    command = [sys.executable, __file__, "--child", "--provider", provider, "--workload", workload,
+               "--new-tokens", str(args.new_tokens)] + (["--tiny"] if args.tiny else [])
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["exit status %d" % done.returncode])[-1],
+                "process_s": wall}
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "process_s": wall}
+
+
+def _environment() -> dict:
+    import torch
+
+    info = {"python": platform.python_version(), "torch": torch.__version__,
+            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor() or "cpu"}
+    try:
+        import transformers
+        import triton
+
+        info.update(triton=triton.__version__, transformers=transformers.__version__)
+        from gems_core._version import __version__
+
+        info["gems-core"] = __version__
+    except ImportError as exc:
+        info["missing"] = str(exc)
+    return info
+
+
+def _case(args: argparse.Namespace, scenario: str, provider: str, workload: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="gems-coldstart-") as folder:
+        env = {**os.environ, "GEMS_CACHE_DIR": str(Path(folder) / "gems"),
+               "TRITON_CACHE_DIR": str(Path(folder) / "triton"),
+               "GEMS_SHIPPED_TUNING": "1" if scenario == "shipped" else "0"}
+        if args.tiny:
+            env.setdefault("GEMS_DEVICE", "cpu")
+        if scenario == "warm":
+            primed = _run_child(args, provider, workload, env)
+            if "error" in primed:
+                return {"scenario": scenario, "provider": provider, "workload": workload, **primed}
+        return {"scenario": scenario, "provider": provider, "workload": workload,
+                **_run_child(args, provider, workload, env)}
+
+
+def _table(results: list[dict]) -> str:
+    metrics = {"forward": ("first_forward_s",), "generate": ("first_token_s", "generate_s")}
+    lines = [f"{'scenario':<9} {'workload':<9} {'metric':<16} {'aten':>9} {'gems':>9} {'gems/aten':>9}"]
+    for scenario in SCENARIOS:
+        for workload, names in metrics.items():
+            rows = {r["provider"]: r for r in results if r["scenario"] == scenario and r["workload"] == workload}
+            for name in names:
+                values = [rows.get(p, {}).get(name) for p in PROVIDERS]
+                if all(v is None for v in values):
+                    continue
+                text = [f"{v:9.3f}" if v is not None else f"{'-':>9}" for v in values]
+                ratio = f"{values[1] / values[0]:9.2f}" if None not in values and values[0] else f"{'-':>9}"
+                lines.append(f"{scenario:<9} {workload:<9} {name:<16} {text[0]} {text[1]} {ratio}")
+    errors = [f"  {r['scenario']}/{r['provider']}/{r['workload']}: {r['error']}" for r in results if "error" in r]
+    return "\n".join(lines + (["errors:", *errors] if errors else []))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="a tiny config on the cpu backend (a smoke run)")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"of {', '.join(SCENARIOS)}")
+    parser.add_argument("--providers", default=",".join(PROVIDERS), help=f"of {', '.join(PROVIDERS)}")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"of {', '.join(WORKLOADS)}")
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds a process may take")
+    parser.add_argument("--out", help="write the JSON here")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--provider", choices=PROVIDERS, help=argparse.SUPPRESS)
+    parser.add_argument("--workload", choices=WORKLOADS, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(_child(args)))
+        return 0
+    chosen = {}
+    for name, known in (("scenarios", SCENARIOS), ("providers", PROVIDERS), ("workloads", WORKLOADS)):
+        chosen[name] = [v for v in getattr(args, name).split(",") if v]
+        unknown = set(chosen[name]) - set(known)
+        if unknown:
+            parser.error(f"unknown {name}: {', '.join(sorted(unknown))} (known: {', '.join(known)})")
+    results = []
+    for scenario in chosen["scenarios"]:
+        for workload in chosen["workloads"]:
+            for provider in chosen["providers"]:
+                print(f"{scenario} {workload} {provider} ...", file=sys.stderr, flush=True)
+                results.append(_case(args, scenario, provider, workload))
+    report = {"environment": _environment(), "tiny": args.tiny, "new_tokens": args.new_tokens, "results": results}
+    print(_table(results))
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    return 1 if any("error" in r for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
