@@ -2,7 +2,7 @@
 gradient clipping): each call is one launch over every tensor of its lists.
 
 The launch reads the tensors' addresses from a device table (:func:`.optimizer.address_table`:
-rows out, self, other, third; one column per tensor) over a (tensor, chunk) grid, and applies
+rows out, self, other, third; one column per tensor), one program per chunk of each tensor, and applies
 one of the elementwise rules below in float32 with a number that is either the call's (Scalar
 overloads, ``alpha``) or the tensor's own (ScalarList overloads, one float per tensor read
 from a small device table):
@@ -28,10 +28,9 @@ import triton
 import triton.language as tl
 
 from ..codegen.pointwise import TL_DTYPES
-from ..host_math import cdiv
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
-from .optimizer import address_table, row_pointer
+from .optimizer import address_table, row_pointer, work_item
 
 _BLOCK = 1024
 _CHUNK = 4 * _BLOCK
@@ -42,6 +41,7 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 def _foreach_kernel(
     table,  # (4, T) int64: addresses of out, a, b, c per tensor
     sizes,  # (T,) int64
+    work,  # one int64 a program (optimizer.address_table)
     scalars,  # (T,) float32: each tensor's number when PER_TENSOR
     T,
     s,  # the call's number (Scalar overloads, alpha)
@@ -52,8 +52,7 @@ def _foreach_kernel(
     CHUNK: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    t = tl.program_id(0)
-    start = tl.program_id(1).to(tl.int64) * CHUNK
+    t, start = work_item(work, CHUNK)
     n = tl.load(sizes + t)
     out = row_pointer(table, T, t, 0, DTYPE)
     a_ptr = row_pointer(table, T, t, 1, DTYPE)
@@ -141,12 +140,12 @@ def _apply(op: str, out: list[torch.Tensor], inputs: list[list[torch.Tensor]], n
     device = out[0].device
     rows = [out, *inputs]
     rows += [inputs[0]] * (4 - len(rows))
-    table, sizes, largest = address_table(rows, device)
+    table, sizes, work = address_table(rows, device, _CHUNK)
     scalars = sizes
     if per_tensor is not None:
         scalars = torch.tensor([float(v) for v in per_tensor], dtype=torch.float32).to(device)
-    if largest:
-        _launch((len(out), cdiv(largest, _CHUNK)), table, sizes, scalars, len(out), float(number), OP=op,
+    if work.numel():
+        _launch((work.numel(),), table, sizes, work, scalars, len(out), float(number), OP=op,
                 HAS_B=len(inputs) > 1, PER_TENSOR=per_tensor is not None, DTYPE=TL_DTYPES[out[0].dtype],
                 CHUNK=_CHUNK, BLOCK=_BLOCK)
     return out

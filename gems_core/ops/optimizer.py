@@ -4,7 +4,8 @@ launch updates every parameter of a list.
 The launch reads a table of addresses (one row per role, one column per tensor: Adam's
 param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq and step; SGD's param, grad and momentum
 buffer) and each tensor's element count from device
-memory; its grid is (tensor, chunk of CHUNK elements). The table depends only on the tensors'
+memory; its grid is one program per CHUNK elements of each tensor (a work table names each
+program's tensor and chunk). The tables depends only on the tensors'
 addresses and sizes, which an optimizer keeps from step to step, so it is built and copied
 to the device once and reused.
 
@@ -81,9 +82,17 @@ def _gradient(grad, offs, mask, inv_scale, DTYPE: tl.constexpr, HAS_SCALE: tl.co
 
 
 @triton.jit
+def work_item(work, CHUNK: tl.constexpr):
+    """(tensor, first element) of this program's chunk."""
+    item = tl.load(work + tl.program_id(0))
+    return (item >> 32).to(tl.int32), (item & 0xFFFFFFFF) * CHUNK
+
+
+@triton.jit
 def _adam_kernel(
     table,  # (6, T) int64: addresses of param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step
     sizes,  # (T,) int64: each tensor's element count
+    work,  # one int64 a program: its tensor (high 32 bits) and chunk of that tensor (low 32)
     T,
     lr,
     beta1,
@@ -106,8 +115,7 @@ def _adam_kernel(
     CHUNK: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    t = tl.program_id(0)
-    start = tl.program_id(1).to(tl.int64) * CHUNK
+    t, start = work_item(work, CHUNK)
     n, lr, inv_scale = _step_numbers(sizes, t, lr, lr_ptr, scale_ptr, found_ptr, LR_TENSOR, HAS_SCALE, HAS_FOUND)
     param = row_pointer(table, T, t, 0, DTYPE)
     grad = row_pointer(table, T, t, 1, DTYPE)
@@ -147,6 +155,7 @@ def _adam_kernel(
 def _sgd_kernel(
     table,  # (3, T) int64: addresses of param, grad, momentum_buffer
     sizes,  # (T,) int64
+    work,  # as the Adam kernel's
     T,
     lr,
     weight_decay,
@@ -167,8 +176,7 @@ def _sgd_kernel(
     CHUNK: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    t = tl.program_id(0)
-    start = tl.program_id(1).to(tl.int64) * CHUNK
+    t, start = work_item(work, CHUNK)
     n, lr, inv_scale = _step_numbers(sizes, t, lr, lr_ptr, scale_ptr, found_ptr, LR_TENSOR, HAS_SCALE, HAS_FOUND)
     param = row_pointer(table, T, t, 0, DTYPE)
     grad = row_pointer(table, T, t, 1, DTYPE)
@@ -197,25 +205,29 @@ _adam = LaunchCache(_adam_kernel, name="fused_adam")
 _sgd = LaunchCache(_sgd_kernel, name="fused_sgd")
 
 #: address tables by the tensors' addresses and sizes (an optimizer repeats them every step)
-_TABLES: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor, int]] = {}
+_TABLES: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 _MAX_TABLES = 64
 
 
 def address_table(
-    rows: list[list[torch.Tensor]], device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """(table, sizes, largest size): an int64 (len(rows), T) device tensor of the tensors'
-    addresses, each row one role; the sizes are the first row's element counts."""
+    rows: list[list[torch.Tensor]], device: torch.device, chunk: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(table, sizes, work): an int64 (len(rows), T) device tensor of the tensors' addresses,
+    each row one role; the first row's element counts; and one int64 a program, the grid's
+    work: a tensor's index (high 32 bits) and one of its ``chunk``-element chunks (low 32
+    bits). The grid covers each tensor's own chunks: a (tensor, chunk) grid sized by the
+    largest tensor would start mostly idle programs where an embedding sits beside norms."""
     first = rows[0]
-    key = (device, *[t.data_ptr() for row in rows for t in row], *[t.numel() for t in first])
+    key = (device, chunk, *[t.data_ptr() for row in rows for t in row], *[t.numel() for t in first])
     found = _TABLES.get(key)
     if found is None:
         if len(_TABLES) >= _MAX_TABLES:
             _TABLES.clear()
         host = torch.tensor([[t.data_ptr() for t in row] for row in rows], dtype=torch.int64)
         counts = [t.numel() for t in first]
-        sizes = torch.tensor(counts, dtype=torch.int64)
-        found = (host.to(device), sizes.to(device), max(counts, default=0))
+        items = [(i << 32) | c for i, n in enumerate(counts) for c in range(cdiv(n, chunk))]
+        found = (host.to(device), torch.tensor(counts, dtype=torch.int64).to(device),
+                 torch.tensor(items, dtype=torch.int64).to(device))
         _TABLES[key] = found
     return found
 
@@ -268,10 +280,10 @@ def _fused_adam(
     if not _extras_served(params[0].device, lr_tensor, grad_scale, found_inf):
         return NotImplemented
     rows = [params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs if amsgrad else exp_avg_sqs, state_steps]
-    table, sizes, largest = address_table(rows, params[0].device)
-    if largest:
+    table, sizes, work = address_table(rows, params[0].device, _CHUNK)
+    if work.numel():
         _adam(
-            (len(params), cdiv(largest, _CHUNK)), table, sizes, len(params),
+            (work.numel(),), table, sizes, work, len(params),
             0.0 if lr_tensor is not None else float(lr), float(beta1), float(beta2), math.log2(beta1),
             math.log2(beta2), float(weight_decay), float(eps), *_pointers(sizes, lr_tensor, grad_scale, found_inf),
             DTYPE=TL_DTYPES[params[0].dtype], ADAMW=adamw, DECAY=weight_decay != 0, AMSGRAD=amsgrad,
@@ -329,10 +341,10 @@ def fused_sgd_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_b
     if not _extras_served(params[0].device, lr_tensor, grad_scale, found_inf):
         return NotImplemented
     rows = [params, grads, momentum_buffer_list if momentum != 0 else grads]
-    table, sizes, largest = address_table(rows, params[0].device)
-    if largest:
+    table, sizes, work = address_table(rows, params[0].device, _CHUNK)
+    if work.numel():
         _sgd(
-            (len(params), cdiv(largest, _CHUNK)), table, sizes, len(params),
+            (work.numel(),), table, sizes, work, len(params),
             0.0 if lr_tensor is not None else float(lr), float(weight_decay), float(momentum), float(dampening),
             *_pointers(sizes, lr_tensor, grad_scale, found_inf),
             DTYPE=TL_DTYPES[params[0].dtype], DECAY=weight_decay != 0, MOMENTUM=momentum != 0,
