@@ -100,10 +100,9 @@ def test_configs_the_compiler_rejects_are_error_records(tmp_path, monkeypatch) -
             by_block.setdefault(r.config.split(",")[0], set()).add(r.status)
     assert by_block["BLOCK_SIZE=1024"] == {OK}
     assert by_block["BLOCK_SIZE=512"] == {ERROR}
-    assert by_block["BLOCK_SIZE=256"] == {ERROR}
+    assert "BLOCK_SIZE=256" not in by_block  # num_warps=3 is left out at load, before any compile
     messages = {r.config.split(",")[0]: r.message for r in records if r.status == ERROR and r.function}
     assert "no-such-ptxas-flag" in messages["BLOCK_SIZE=512"]
-    assert "power of 2" in messages["BLOCK_SIZE=256"]
     dropped = [r for r in records if r.config == "no_such_option=1"]
     assert len(dropped) == 1 and dropped[0].status == ERROR and dropped[0].kernel == "pointwise"
 
