@@ -77,7 +77,7 @@ REJECTING = FakePlugin(
             # ptxas refuses the flag: a real compile failure of this config only
             KernelConfig({"BLOCK_SIZE": 512}, num_warps=4,
                          options={"ptx_options": "--no-such-ptxas-flag"}),
-            # not a power of two: Triton's option check refuses it
+            # not a power of two: refused at load by the policy checks
             KernelConfig({"BLOCK_SIZE": 256}, num_warps=3),
         ]}
 
