@@ -21,6 +21,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from . import settings
+
 #: the folder in use per configured one (the configured folder, or its stand-in)
 _usable: dict[Path, Path] = {}
 _usable_lock = threading.Lock()
@@ -29,7 +31,7 @@ _warned: set[str] = set()
 
 def configured_cache_dir() -> Path:
     """The folder ``GEMS_CACHE_DIR`` (or the default) names, usable or not."""
-    root = os.environ.get("GEMS_CACHE_DIR")
+    root = settings.get("GEMS_CACHE_DIR")
     if root:
         return Path(root).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

@@ -8,6 +8,7 @@ compile failures reach ATen's own kernel (captured before gems overrides it).
 from __future__ import annotations
 
 import difflib
+import logging
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -17,7 +18,7 @@ from typing import Any
 
 import torch
 
-from . import compat, native, runtime
+from . import compat, logs, native, runtime
 from .launch_cache import KernelCompileError, interpreter_state, recording
 from .registry import OpImpl, all_impls
 
@@ -131,6 +132,16 @@ def _tensor_dtypes(values: Iterable[Any]) -> Iterator[torch.dtype]:
             yield from _tensor_dtypes(value)
 
 
+_log = logs.get("dispatch")
+_DECLINED = "gems' kernel does not take these arguments (NotImplemented)"
+
+
+def _note(name: str, how: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Log how a call of op ``name`` was served, once per op, dtypes and outcome."""
+    dtypes = sorted({str(d).removeprefix("torch.") for d in _tensor_dtypes((*args, *kwargs.values()))})
+    logs.once(_log, ("dispatch", name, how, *dtypes), "%s (%s): %s", name, ", ".join(dtypes) or "no tensors", how)
+
+
 def _torch_dtype(name: str) -> torch.dtype:
     dtype = getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype):
@@ -148,8 +159,12 @@ def _make_kernel(
         aten_kernel = compat.aten_kernel(f"aten::{impl.name}", dispatch_key)
         _aten_kernels[impl.name, dispatch_key] = aten_kernel
 
-    def aten(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+    def aten(why: str, keyset: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """ATen's kernel for the call; ``why`` (none for ATen calls gems' own kernels make
+        in the interpreter) goes to the log."""
         recording.impure = True  # a call (partly) served by ATen is not one to repeat natively
+        if why and _log.isEnabledFor(logging.DEBUG):
+            _note(impl.name, f"ATen, {why}", args, kwargs)
         return aten_kernel(keyset, *args, **kwargs)
 
     fn = rt.policy.overrides.get(impl.name) or impl.fn
@@ -164,16 +179,20 @@ def _make_kernel(
     interpreting = interpreter_state  # .active: the CPU interpreter runs a kernel now
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-        if (interpreter and interpreting.active) or name in failed:
-            return aten(keyset, *args, **kwargs)
+        if interpreter and interpreting.active:
+            return aten("", keyset, *args, **kwargs)
+        if name in failed:
+            return aten("it failed to compile before", keyset, *args, **kwargs)
         if gated and not gated.isdisjoint(_tensor_dtypes((*args, *kwargs.values()))):
-            return aten(keyset, *args, **kwargs)
+            return aten("the backend leaves this dtype to ATen", keyset, *args, **kwargs)
         try:
             result = fn(*args, **kwargs)
         except KernelCompileError as exc:
             return compile_failed(exc, keyset, args, kwargs)
         if result is NotImplemented:
-            return aten(keyset, *args, **kwargs)
+            return aten(_DECLINED, keyset, *args, **kwargs)
+        if _log.isEnabledFor(logging.DEBUG):
+            _note(name, "gems", args, kwargs)
         return result
 
     def compile_failed(exc: KernelCompileError, keyset: Any, args: Any, kwargs: Any) -> Any:
@@ -184,10 +203,10 @@ def _make_kernel(
             RuntimeWarning,
             stacklevel=4,
         )
-        return aten(keyset, *args, **kwargs)
+        return aten("it failed to compile", keyset, *args, **kwargs)
 
     if always_aten:
-        return lambda keyset, *args, **kwargs: aten(keyset, *args, **kwargs)
+        return lambda keyset, *args, **kwargs: aten("the backend leaves this op to ATen", keyset, *args, **kwargs)
     if with_keyset:
         return kernel
     # A backend-key kernel has nothing to redispatch to, so the dispatcher need not build a
@@ -205,13 +224,15 @@ def _make_kernel(
     def backend_kernel(*args: Any, **kwargs: Any) -> Any:
         # the common case on a chip: no per-call checks beyond the failure record
         if name in failed:
-            return aten(own_key, *args, **kwargs)
+            return aten("it failed to compile before", own_key, *args, **kwargs)
         try:
             result = fn(*args, **kwargs)
         except KernelCompileError as exc:
             return compile_failed(exc, own_key, args, kwargs)
         if result is NotImplemented:
-            return aten(own_key, *args, **kwargs)
+            return aten(_DECLINED, own_key, *args, **kwargs)
+        if _log.isEnabledFor(logging.DEBUG):
+            _note(name, "gems", args, kwargs)
         return result
 
     backend_kernel.native_ready = True  # type: ignore[attr-defined]

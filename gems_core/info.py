@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import platform
 import sys
 import textwrap
@@ -27,7 +26,7 @@ from typing import Any
 import torch
 import triton
 
-from . import native
+from . import native, settings
 from ._version import __version__
 from .contract import GATEABLE_DTYPES, KernelConfig, KernelOverride
 from .plugins import ENTRY_POINT_GROUP, BackendError, InstalledBackend, discover
@@ -35,22 +34,7 @@ from .plugins import ENTRY_POINT_GROUP, BackendError, InstalledBackend, discover
 EXIT_SELECTION_FAILED = 2
 _SELECTION_VARIABLES = ("GEMS_DEVICE", "GEMS_EMULATE", "GEMS_COMPILE_TARGET")
 #: the environment variables gems reads, with their meaning (``--help`` lists them)
-ENVIRONMENT = {
-    "GEMS_DEVICE": "backend to select (cpu, nvidia, amd, ...); unset: the one that detects its chip",
-    "GEMS_EMULATE": "1: apply GEMS_DEVICE's whole policy on the device that is present",
-    "GEMS_COMPILE_TARGET": "backend:arch[:warp size]: compile kernels for a chip that is not here, run none",
-    "GEMS_CACHE_DIR": "where generated kernels, tuning choices and the native layer are kept "
-    "(default ~/.cache/gems)",
-    "GEMS_AUTOTUNE": "0: take each kernel's first config instead of benchmarking the candidates",
-    "GEMS_SHIPPED_TUNING": "0: ignore the backend's shipped tuning tables",
-    "GEMS_NATIVE": "0: no native dispatch layer; check: check its every replay against Python",
-    "GEMS_LAUNCHER": "torch, direct or triton: how compiled kernels are launched (default: first that applies)",
-    "GEMS_CHECK_INDICES": "host: check indices on the host, synchronously, also on accelerators",
-    "GEMS_MM_TMA": "0: no TMA matrix-product kernel; force: take it for every product it can serve",
-    "GEMS_KERNEL_VARIANTS": "0: no backend kernel variants (the core's kernels everywhere)",
-    "GEMS_DECODE_MERGE": "fused or kernel: how decode attention merges its splits (default auto)",
-    "GEMS_CONFORMANCE_THREADS": "CPU threads per conformance worker (set by gems-conformance)",
-}
+ENVIRONMENT = {name: setting.doc for name, setting in settings.SETTINGS.items()}
 
 
 # ---------------------------------------------------------------- the report, as plain data
@@ -82,7 +66,7 @@ def _configs(configs: Sequence[KernelConfig]) -> list[dict[str, Any]]:
 def _selection_section(rt: Any) -> dict[str, Any]:
     selection = rt.selection
     execution = selection.execution
-    if os.environ.get("GEMS_DEVICE", "").strip():
+    if settings.get("GEMS_DEVICE"):
         how = "environment"
     elif selection.backend.builtin:
         how = "default"
@@ -205,7 +189,7 @@ def collect() -> dict[str, Any]:
             "triton": triton.__version__,
             "python": platform.python_version(),
         },
-        "environment": {k: os.environ.get(k) for k in _SELECTION_VARIABLES},
+        "environment": {k: settings.raw(k) for k in _SELECTION_VARIABLES},
         "entry_point_group": ENTRY_POINT_GROUP,
         "error": None,
         "warnings": [],

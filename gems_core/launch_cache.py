@@ -16,15 +16,16 @@ positionally), constexprs after them (passed by keyword).
 
 from __future__ import annotations
 
-import os
+import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
-from . import compat
+from . import compat, logs, settings
 from .contract import KernelConfig
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
@@ -93,6 +94,7 @@ def _arg_key(arg: Any) -> Any:
 
 
 _ALL: weakref.WeakSet[LaunchCache] = weakref.WeakSet()
+_log = logs.get("launch")
 
 
 def all_caches() -> list[LaunchCache]:
@@ -242,6 +244,7 @@ class LaunchCache:
                 f"constexprs {self.constexpr_names} by keyword"
             )
         target = _compile_target()
+        start = time.perf_counter()
         if target is not None:
             from . import aot
 
@@ -250,6 +253,7 @@ class LaunchCache:
             )
             if result.error is not None:
                 raise KernelCompileError(f"{self.name}: {result.error}")
+            self._compiled(key, constexprs, start)
             return None
         with self._lock:
             entry = self._entries.get(key)
@@ -263,11 +267,21 @@ class LaunchCache:
                 compiled._init_handles()
             except Exception as exc:
                 raise KernelCompileError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+            self._compiled(key, constexprs, start)
             tail = tuple(constexprs[name] for name in self.constexpr_names)
             entry = (launcher_for(compiled), tail)
             self.compiled[key] = compiled
             self._entries[key] = entry
             return entry
+
+    def _compiled(self, key: Any, constexprs: Mapping[str, Any], start: float) -> None:
+        """Log a compile (once per launch key, as compiles are) with its specialization."""
+        if _log.isEnabledFor(logging.DEBUG):
+            arguments, _, _, num_warps, num_stages, options, device = key
+            settled = ", ".join(f"{k}={v}" for k, v in constexprs.items())
+            _log.debug("%s compiled in %.2f s: %s, num_warps=%d, num_stages=%d, options %s, "
+                       "device %s; arguments %s", self.name, time.perf_counter() - start, settled,
+                       num_warps, num_stages, dict(options), device, arguments)
 
 
 class BoundLaunch:
@@ -439,7 +453,7 @@ def launcher_for(compiled: Any) -> Launcher:
     launcher, :func:`torch_launcher`), ``direct`` (Triton's native launch function, called
     directly: :func:`fast_launcher`) or ``triton`` (Triton's launcher object as is); the
     default takes the first of those that applies."""
-    choice = os.environ.get("GEMS_LAUNCHER", "auto")
+    choice = settings.get("GEMS_LAUNCHER")
     if choice in ("auto", "torch"):
         launcher = torch_launcher(compiled)
         if launcher is not None:

@@ -12,7 +12,6 @@ loaded (:func:`check_tunables`), since declaring the tunables needs the runtime.
 from __future__ import annotations
 
 import dataclasses
-import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 
 import torch
 
+from . import settings
 from .compat import accepted_options
 from .contract import Deviation, KernelConfig, KernelOverride, KernelVariant, Limits, OpGate
 from .selection import Selection
@@ -286,7 +286,7 @@ def _variants(backend: Any, arch: str, problems: _Problems) -> dict[str, KernelV
 
     hook = "gems_kernel_variants"
     variants: dict[str, KernelVariant] = {}
-    if os.environ.get("GEMS_KERNEL_VARIANTS", "1") in ("0", "off"):
+    if not settings.get("GEMS_KERNEL_VARIANTS"):
         return variants
     answer = problems.answer(hook, backend.call(hook, arch=arch), Iterable, "an iterable of KernelVariant")
     for entry in answer:

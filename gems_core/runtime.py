@@ -11,7 +11,7 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 
-from . import compat
+from . import compat, logs
 from .contract import Limits
 from .policy import Policy, build_policy, check_tunables
 from .selection import Selection, select
@@ -62,7 +62,9 @@ def current() -> Runtime:
     if _runtime is None:
         with _lock:
             if _runtime is None:
+                logs.configure()
                 selection = select()
+                logs.get("selection").info("backend %s: %s", selection.backend.name, selection.reason)
                 if selection.execution.interpreter:
                     # Triton decides interpreter-or-compiler when a kernel is defined, so this
                     # must be set before any op module is imported.

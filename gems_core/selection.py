@@ -17,13 +17,13 @@ Rules (explicit selection beats guessing):
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 
+from . import settings
 from .contract import BackendDescriptor, TritonTarget
 from .plugins import BackendError, InstalledBackend, check_triton_range, discover
 
@@ -50,10 +50,6 @@ class Selection:
     emulated: bool
     execution: Execution
     installed: Mapping[str, InstalledBackend]
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def device_type_problem(descriptor: BackendDescriptor, emulated: bool) -> str:
@@ -116,11 +112,10 @@ def _describe_installed(installed: Mapping[str, InstalledBackend]) -> str:
 
 
 def select(environ: Mapping[str, str] | None = None) -> Selection:
-    environ = os.environ if environ is None else environ
     installed = discover()
-    requested = (environ.get("GEMS_DEVICE") or "").strip()
-    emulate = _truthy(environ.get("GEMS_EMULATE"))
-    compile_target = (environ.get("GEMS_COMPILE_TARGET") or "").strip()
+    requested = settings.get("GEMS_DEVICE", environ)
+    emulate = settings.get("GEMS_EMULATE", environ)
+    compile_target = settings.get("GEMS_COMPILE_TARGET", environ)
 
     if requested:
         backend = installed.get(requested)

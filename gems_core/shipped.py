@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import compat, runtime
+from . import compat, runtime, settings
 from .contract import KernelConfig
 from .disk_cache import atomic_write_text, read_json, warn_once
 
@@ -83,7 +83,7 @@ def source_hash(tunable: Tunable) -> str:
 
 def lookup(tunable: Tunable, model: str, key: object, configs: Sequence[KernelConfig]) -> KernelConfig | None:
     """The shipped choice of ``tunable`` for ``key`` on ``model``, if one of ``configs``."""
-    if os.environ.get("GEMS_SHIPPED_TUNING", "1") == "0":
+    if not settings.get("GEMS_SHIPPED_TUNING"):
         return None
     stored = _table(model).get(tunable.name, {}).get(repr(key))
     return next((c for c in configs if c.describe() == stored), None) if stored else None

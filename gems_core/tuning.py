@@ -8,7 +8,7 @@ version and kernel, so a second process starts with no tuning.
 
 from __future__ import annotations
 
-import os
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import compat, launch_cache, runtime
+from . import compat, launch_cache, logs, runtime, settings
 from .contract import KernelConfig
 from .disk_cache import cache_dir, merge_json, read_json
 
 _TUNABLES: dict[str, Tunable] = {}
+_log = logs.get("tuning")
 #: set by :func:`forcing` (tools only): picks every tunable's config, bypassing the choice
 _forced_pick: Callable[[Tunable], KernelConfig] | None = None
 
@@ -61,7 +62,7 @@ def _capturing() -> bool:
 def _autotune() -> bool:
     """``GEMS_AUTOTUNE=0`` turns benchmarking off: every kernel takes its first config (for
     test runs that want no tuning time, or reproducible configs)."""
-    return os.environ.get("GEMS_AUTOTUNE", "1") != "0"
+    return settings.get("GEMS_AUTOTUNE")
 
 
 #: how many times configs were benchmarked in this process (the native layer does not
@@ -145,7 +146,10 @@ class Tunable:
         with self._lock:
             chosen = self._chosen.get((model, key))
             if chosen is None:
-                chosen = self._choose(key, bench, admit, model)
+                chosen, how = self._choose(key, bench, admit, model)
+                if _log.isEnabledFor(logging.DEBUG):
+                    logs.once(_log, ("tuning", self.name, model, key), "%s %r on %s: %s (%s)",
+                              self.name, key, model, chosen.describe(), how)
                 if not _capturing():  # a pick made while capturing was not tuned: tune later
                     self._chosen[model, key] = chosen
         return chosen
@@ -156,29 +160,33 @@ class Tunable:
         bench: Callable[[KernelConfig], float] | None,
         admit: Callable[[KernelConfig], bool] | None = None,
         model: str = "",
-    ) -> KernelConfig:
+    ) -> tuple[KernelConfig, str]:
+        """The config for ``key`` and where it came from."""
         configs = self.configs()
         if admit is not None:
             configs = tuple(c for c in configs if admit(c)) or configs[:1]
         rt = runtime.current()
-        if len(configs) == 1 or bench is None or rt.interpreter or rt.compile_only or not _autotune():
-            return configs[0]
+        why = ("it is the only one" if len(configs) == 1 else "no benchmark" if bench is None
+               else "nothing runs on a device here" if rt.interpreter or rt.compile_only
+               else "GEMS_AUTOTUNE=0" if not _autotune() else "")
+        if why:
+            return configs[0], f"the first config: {why}"
         from .shipped import lookup
 
         shipped = lookup(self, model, key, configs)  # the backend's table for this chip
         if shipped is not None:
-            return shipped
+            return shipped, "the backend's shipped table"
         path = self._cache_path(model)
         stored = read_json(path).get(repr(key))
         if stored is not None:
             for config in configs:
                 if config.describe() == stored:
-                    return config
+                    return config, f"remembered in {path}"
         if _capturing():
             # a CUDA graph is being captured (torch.compile's "reduce-overhead", a serving
             # engine's decode graph): a benchmark's launches would join the graph and its timing
             # events are refused, so the graph keeps the first config
-            return configs[0]
+            return configs[0], "the first config: a CUDA graph is being captured"
         global benchmarks_run
         benchmarks_run += 1  # a call that benchmarked made extra launches: not one to record
         timings = []
@@ -191,7 +199,8 @@ class Tunable:
             raise RuntimeError(f"no config of {self.name!r} ran for {key!r}")
         best = min(timings, key=lambda item: item[0])[1]
         merge_json(path, {repr(key): best.describe()})
-        return best
+        timed = ", ".join(f"{config.describe()}: {ms:.4g} ms" for ms, config in timings)
+        return best, f"benchmarked {timed}"
 
     def _cache_path(self, model: str = ""):
         selection = runtime.current().selection

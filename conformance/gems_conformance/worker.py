@@ -34,23 +34,25 @@ class Channel:
 
 
 def _load_backend() -> str | None:
-    from gems_core import plugins, runtime
+    from gems_core import plugins, runtime, settings
 
     try:
         runtime.current()
         return None
     except plugins.BackendError as exc:
-        requested = os.environ.get("GEMS_DEVICE", "")
+        requested = settings.get("GEMS_DEVICE")
         if requested and requested not in plugins.discover():
             raise  # a usage error, not a property of the backend
         return str(exc)
 
 
 def _ready(channel: Channel, load_error: str | None) -> None:
+    from gems_core import settings
+
     from .cases import all_cases
     from .statement import describe_backend
 
-    facts = describe_backend(os.environ.get("GEMS_DEVICE", ""), load_error)
+    facts = describe_backend(settings.get("GEMS_DEVICE"), load_error)
     cases = {
         name: {"dtypes": [str(d).replace("torch.", "") for d in case.dtypes], "aten": list(case.aten)}
         for name, case in sorted(all_cases().items())
@@ -134,12 +136,14 @@ def main() -> int:
     channel = Channel(os.fdopen(os.dup(1), "w", buffering=1))
     os.dup2(2, 1)
     faulthandler.enable(file=sys.stderr, all_threads=True)
-    threads = os.environ.get("GEMS_CONFORMANCE_THREADS")
     try:
+        from gems_core import settings
+
+        threads = settings.get("GEMS_CONFORMANCE_THREADS")
         if threads:
             import torch
 
-            torch.set_num_threads(int(threads))
+            torch.set_num_threads(threads)
         load_error = _load_backend()
         _ready(channel, load_error)
     except Exception as exc:  # noqa: BLE001 - sent to the CLI, which reports it

@@ -25,8 +25,8 @@ conformance suite's accuracy tier. Settings combine with commas (``force,check``
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import os
 import sys
 import threading
 import warnings
@@ -36,6 +36,8 @@ from typing import Any
 
 import torch
 
+from .. import settings
+
 _SOURCE = Path(__file__).with_name("dispatch_layer.cpp")
 _lock = threading.Lock()
 _module: ModuleType | None = None
@@ -43,8 +45,8 @@ _problem: str | None = None
 _tried = False
 
 
-def _settings() -> set[str]:
-    return {part.strip().lower() for part in os.environ.get("GEMS_NATIVE", "1").split(",")}
+def _settings() -> frozenset[str]:
+    return settings.get("GEMS_NATIVE")
 
 
 def wanted() -> bool:
@@ -151,7 +153,7 @@ def front(registration: Any, name: str, kernel: Any, shelf: str = "") -> None:
     them to this kernel."""
     from .recorder import record_call
 
-    registration.impl(name, kernel, record_call, LIMIT, shelf)
+    registration.impl(name, kernel, functools.partial(record_call, op=name), LIMIT, shelf)
 
 
 def gate(registration: Any, name: str, autograd_kernel: Any) -> None:

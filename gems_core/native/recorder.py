@@ -29,13 +29,14 @@ its launcher by :func:`gems_core.launch_cache.torch_launcher` (``launcher.native
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .. import tuning
+from .. import logs, tuning
 from ..launch_cache import is_resident, recording
 
 #: argument kinds, as dispatch_layer.cpp numbers them
@@ -70,6 +71,9 @@ _ALLOCATIONS = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "
 #: operations that neither read nor write data (beyond views, which are told apart by schema)
 _METADATA = frozenset({"sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "dim",
                        "is_contiguous", "is_strides_like_format", "is_non_overlapping_and_dense"})
+
+
+_log = logs.get("native")
 
 
 class NotRepeatable(Exception):
@@ -114,11 +118,13 @@ def record_call(
     kwargs: dict[str, Any],
     tensors: Sequence[tuple[int, torch.Tensor]],
     count: int,
+    op: str = "",
 ) -> tuple[Any, tuple[Any, ...] | None]:
     """``kernel(*args, **kwargs)``, and its recipe (None where the call is not repeatable).
     ``tensors`` are the call's tensor arguments with their stack positions; ``count`` is
-    the number of stack arguments."""
+    the number of stack arguments; ``op`` names the op in the log of refused calls."""
     if not tuning.cacheable():
+        _refused(op, "configs are forced by a tool")
         return kernel(*args, **kwargs), None
     # a wrapped number (a Python scalar ATen made a 0-d tensor) reaches Python as a number
     tensors = [(i, t) for i, t in tensors if isinstance(t, torch.Tensor)]
@@ -136,11 +142,21 @@ def record_call(
         unhook()
         recording.native, recording.impure = previous_launches, previous_impure
     if impure or observer.other is not None or tuning.benchmarks_run != benchmarks:
+        if impure:
+            _refused(op, "ATen, or a launch gems does not record, served part of it")
+        else:
+            _refused(op, f"it ran {observer.other} outside a kernel" if observer.other else "it benchmarked configs")
         return result, None
     try:
         return result, build(result, tensors, count, observer.allocated, launches)
-    except NotRepeatable:
+    except NotRepeatable as exc:
+        _refused(op, str(exc))
         return result, None
+
+
+def _refused(op: str, reason: str) -> None:
+    if _log.isEnabledFor(logging.DEBUG):
+        logs.once(_log, ("native", op, reason), "%s: no native replay, %s", op or "a call", reason)
 
 
 def _foreign_launch(*_args: Any, **_kwargs: Any) -> None:

@@ -79,7 +79,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -89,7 +88,7 @@ import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 
-from .. import compat, runtime, variants
+from .. import compat, runtime, settings, variants
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache, keep_resident, recording
@@ -703,7 +702,7 @@ def _merge_mode(splits: int, block_g: int, block_dv: int, num_warps: int, merge:
     layer's recipes repeat it too."""
     if splits == 1:
         return 0
-    merge = merge or os.environ.get("GEMS_DECODE_MERGE", "auto")
+    merge = merge or settings.get("GEMS_DECODE_MERGE")
     if merge == "kernel" or block_g * block_dv > _MERGE_PER_THREAD * 32 * num_warps:
         return 1
     if merge == "fused":

@@ -52,7 +52,6 @@ The same source compiles with Triton 3.6 to 3.9 (``flatten`` included).
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
@@ -60,7 +59,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import runtime
+from .. import runtime, settings
 from ..contract import KernelConfig
 from ..launch_cache import KernelCompileError, LaunchCache, recording
 from ..tuning import Tunable
@@ -201,10 +200,7 @@ def _mode() -> str:
     to MAX_WORK."""
     if turned_off is not None:
         return "off"
-    value = os.environ.get("GEMS_MM_TMA", "1").strip().lower()
-    if value in ("0", "off", "false", "no"):
-        return "off"
-    return "force" if value == "force" else "auto"
+    return settings.get("GEMS_MM_TMA")
 
 
 def _cuda_capability(index: int | None) -> tuple[int, int]:

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
-from .. import compat, runtime
+from .. import compat, runtime, settings
 from ..codegen.overlap import assert_no_internal_overlap, assert_no_overlap
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
@@ -160,7 +159,7 @@ def three_axis_view(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, int, int, 
 
 def host_checks_indices(device: torch.device) -> bool:
     """Whether indices on ``device`` are checked on the host (see the module docstring)."""
-    return device.type == "cpu" or os.environ.get("GEMS_CHECK_INDICES", "device").lower() == "host"
+    return device.type == "cpu" or settings.get("GEMS_CHECK_INDICES") == "host"
 
 
 def device_check_options(options: dict[str, Any]) -> dict[str, Any]:
