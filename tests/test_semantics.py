@@ -252,3 +252,18 @@ def test_addmm_alpha_zero_reads_no_product(beta: float) -> None:
         got = torch.addmm(bias, a, b, alpha=0, beta=beta)
     assert watch.hit and not got.isnan().any()
     torch.testing.assert_close(got.double(), want, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("value", [0.0, 5e-324, -0.0, 2.5])
+def test_float64_fills_whose_bit_pattern_fits_32_bits(value: float) -> None:
+    """A float64 fill passes its 64-bit pattern; 0.0 and subnormals have patterns that fit
+    32 bits and reach the kernel as int32 arguments."""
+    with RouteWatch(implementations(("fill_.Scalar",))["fill_.Scalar"]) as watch, gems_core.use_gems():
+        got = torch.empty(5, dtype=torch.float64).fill_(value)
+        zeros = torch.zeros(3, dtype=torch.float64)
+        ramp = torch.arange(0.0, 3.0, 1.0, dtype=torch.float64)
+    assert watch.hit
+    assert torch.equal(got, torch.full((5,), value, dtype=torch.float64))
+    assert torch.equal(got.signbit(), torch.full((5,), value, dtype=torch.float64).signbit())
+    assert torch.equal(zeros, torch.zeros(3, dtype=torch.float64))
+    assert torch.equal(ramp, torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64))

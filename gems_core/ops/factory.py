@@ -69,7 +69,8 @@ def _fill_kernel(
     i0 = rest // size1
     where = i0 * stride0 + i1 * stride1 + i2 * stride2 + i3 * stride3
     if F64_BITS:
-        v = value.to(tl.float64, bitcast=True)
+        # a pattern that fits 32 bits (0.0, subnormals) arrives as an int32 argument
+        v = value.to(tl.int64).to(tl.float64, bitcast=True)
     else:
         v = value
     tl.store(out_ptr + where, tl.full((BLOCK_SIZE,), v, out_ptr.dtype.element_ty), mask=mask)
@@ -90,8 +91,8 @@ def _arange_kernel(
     offsets = program_offsets(BLOCK_SIZE, INT64)
     mask = offsets < numel
     if F64_BITS:
-        first = start.to(tl.float64, bitcast=True)
-        delta = step.to(tl.float64, bitcast=True)
+        first = start.to(tl.int64).to(tl.float64, bitcast=True)
+        delta = step.to(tl.int64).to(tl.float64, bitcast=True)
     else:
         first = start
         delta = step
