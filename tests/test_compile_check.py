@@ -1,21 +1,27 @@
 """The compile tier: kernels x tuned configs compiled ahead of time for real GPU targets by the
 upstream Triton installed here, with no GPU.
 
-Cost: each check spawns one process per target (run in parallel) that compiles for real.
-The op set is one op case per main kernel family, at the "kernel" dedupe level (each kernel
-function x config once); ``python -m gems_core.compile_check --device nvidia`` runs every op
-case (what it does not reach is reported as not exercised).
+Cost: each check spawns one process per target that compiles for real. The checks of the
+whole file run at once, as many processes at a time as there are cores, the longest first (a
+module fixture), so no core idles while one test's slowest target finishes. The op set is one
+op case per main kernel family, at the "kernel" dedupe level (each kernel function x config
+once); ``python -m gems_core.compile_check --device nvidia`` runs every op case (what it does
+not reach is reported as not exercised).
 """
 
 from __future__ import annotations
+
+import importlib.util
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from plugin_factory import FakePlugin, write_site
 
 from gems_core import TritonTarget
 from gems_core.compile_check import ERROR, OK, check_backend, summarize
-from gems_core.plugins import BackendError
-from gems_core.selection import parse_target
+from gems_core.plugins import BackendError, discover
+from gems_core.selection import compile_targets, parse_target
 
 #: one op case per kernel family: pointwise, reduction, mm, softmax (+ backward), norms
 FAMILIES = ("add", "sum", "mm", "softmax_autograd", "layer_norm_backward", "rms_norm")
@@ -23,6 +29,28 @@ CUDA_90 = TritonTarget("cuda", 90, 32)
 HIP_GFX942 = TritonTarget("hip", "gfx942", 64)
 NVIDIA_TARGETS = [TritonTarget("cuda", 80, 32), CUDA_90]
 AMD_TARGETS = [TritonTarget("hip", "gfx90a", 64), HIP_GFX942]
+
+
+#: backend -> its targets and op cases (None: every op case), as the tests below check them
+CHECKS = {"nvidia": (NVIDIA_TARGETS, None), "amd": (AMD_TARGETS, None), "cpu": ([CUDA_90, HIP_GFX942], FAMILIES)}
+
+
+@pytest.fixture(scope="module")
+def checked(request: pytest.FixtureRequest) -> dict[str, list]:
+    """backend -> its compile records, for the backends the run's selected tests check."""
+    wanted = set()
+    for item in request.session.items:
+        if item.module is request.module and "checked" in getattr(item, "fixturenames", ()):
+            wanted.add(item.callspec.params["backend"] if hasattr(item, "callspec") else "cpu")
+    wanted = {b for b in wanted if b == "cpu" or importlib.util.find_spec(f"gems_backend_{b}")}
+    # the longest first: a vendor's newer arch compiles its kernel variants too
+    jobs = [(b, t) for b in CHECKS if b in wanted for t in reversed(CHECKS[b][0])]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+        done = pool.map(lambda job: check_backend(job[0], [job[1]], CHECKS[job[0]][1], dedupe="kernel"), jobs)
+        results: dict[str, list] = {b: [] for b in wanted}
+        for (backend, _), records in zip(jobs, done):
+            results[backend] += records
+    return results
 
 
 def _assert_all_compile(records, targets, kernels) -> None:
@@ -36,10 +64,8 @@ def _assert_all_compile(records, targets, kernels) -> None:
     assert all(r.shared is not None and r.registers is not None for r in compiled)
 
 
-def test_cpu_defaults_compile_for_cuda_and_hip() -> None:
-    targets = [CUDA_90, HIP_GFX942]
-    records = check_backend("cpu", targets, ops=FAMILIES, dedupe="kernel")
-    _assert_all_compile(records, targets, ("pointwise", "reduction", "mm", "softmax", "norm"))
+def test_cpu_defaults_compile_for_cuda_and_hip(checked: dict[str, list]) -> None:
+    _assert_all_compile(checked["cpu"], CHECKS["cpu"][0], ("pointwise", "reduction", "mm", "softmax", "norm"))
 
 
 #: kernels only ops without a conformance case reach (fused ops, random ops, ...) are listed
@@ -47,15 +73,17 @@ def test_cpu_defaults_compile_for_cuda_and_hip() -> None:
 VENDOR_KERNELS = ("pointwise", "reduction", "mm", "bmm", "softmax", "norm", "attention")
 
 
-@pytest.mark.parametrize("backend,targets", [("nvidia", NVIDIA_TARGETS), ("amd", AMD_TARGETS)])
-def test_every_kernel_and_tuned_config_compiles_for_the_vendors_targets(backend, targets) -> None:
+@pytest.mark.parametrize("backend", ["nvidia", "amd"])
+def test_every_kernel_and_tuned_config_compiles_for_the_vendors_targets(backend, checked) -> None:
     # Every op case drives its kernels in compile-only mode, and every config of every
     # tunable is tried: minutes of real compiles (ptxas, LLVM AMDGPU), no GPU needed.
     pytest.importorskip(f"gems_backend_{backend}")
     from gems_backend_nvidia import gemm_sm90
 
-    records = check_backend(backend, dedupe="kernel")
-    _assert_all_compile(records, targets, VENDOR_KERNELS)
+    # the targets checked are the backend's own compile targets, what check_backend defaults to
+    assert list(compile_targets(discover()[backend].descriptor)) == CHECKS[backend][0]
+    records = checked[backend]
+    _assert_all_compile(records, CHECKS[backend][0], VENDOR_KERNELS)
     # the backend's own kernels (kernel variants) are compiled for the targets they serve
     variants = [r for r in records if r.kernel.endswith("(variant)")]
     if backend == "nvidia":

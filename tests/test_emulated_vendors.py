@@ -3,10 +3,11 @@ interpreter certifies each one's contract and accuracy tiers, labels the report 
 reports each op x dtype as the vendor's declared policy says (gated ops FALLBACK, dtypes the
 chip lacks NOT SUPPORTED).
 
-The ops are few to keep the file to about a minute on two cores: ``add`` and ``softmax`` run
-on gems' kernels everywhere; ``cumsum``, ``std`` and ``full_float`` (which fills float64
+The ops are few to keep the file to about a minute on two cores: ``add.Tensor`` and ``softmax``
+run on gems' kernels everywhere; ``cumsum``, ``std`` and ``full_float`` (which fills float64
 too) are what some vendors gate, so their gates are exercised. Expectations come from each
-backend's own policy, never from a per-vendor table here.
+backend's own policy, never from a per-vendor table here. The vendors' suites run side by
+side, one single-threaded process each, as many at a time as there are cores.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +27,7 @@ from gems_core.policy import Policy, build_policy
 from gems_core.selection import Selection, select
 
 VENDORS = ("amd", "iluvatar", "kunlunxin", "metax", "nvidia")
-OPS = "add,softmax,cumsum,std,full_float"
+OPS = "add.Tensor,softmax,cumsum,std,full_float"
 RAN = frozenset({"PASS", "XFAIL", "XPASS"})
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,13 +66,24 @@ def run_suite(vendor: str, report: Path) -> subprocess.CompletedProcess[str]:
                           timeout=600, check=False)
 
 
+@pytest.fixture(scope="module")
+def suites(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """vendor -> (the suite's process, its report folder), for the vendors the run selected."""
+    wanted = sorted({item.callspec.params["vendor"] for item in request.session.items
+                     if getattr(item, "originalname", "") == "test_emulated_conformance"})
+    vendors = [v for v in wanted if installed(v)]
+    folders = {v: tmp_path_factory.mktemp(f"emulated-{v}") for v in vendors}
+    with ThreadPoolExecutor(max_workers=max(1, min(len(vendors), os.cpu_count() or 1))) as pool:
+        return dict(zip(vendors, pool.map(lambda v: (run_suite(v, folders[v]), folders[v]), vendors)))
+
+
 @pytest.mark.parametrize("vendor", VENDORS)
-def test_emulated_conformance(vendor: str, tmp_path: Path) -> None:
+def test_emulated_conformance(vendor: str, suites: dict[str, Any]) -> None:
     if not installed(vendor):
         pytest.skip(f"gems-backend-{vendor} is not installed")
-    result = run_suite(vendor, tmp_path)
+    result, folder = suites[vendor]
     assert result.returncode == 0, result.stdout + result.stderr
-    report = json.loads((tmp_path / "report.json").read_text())
+    report = json.loads((folder / "report.json").read_text())
 
     statement = report["statement"]
     assert statement["backend"] == vendor

@@ -1,7 +1,9 @@
 """Every op case of the conformance suite against ATen in float64, on the selected backend.
 
 The shapes are the suite's quick profile (small: the CPU interpreter is slow); set
-GEMS_TEST_PROFILE=full on a GPU for the full profile."""
+GEMS_TEST_PROFILE=full on a GPU for the full profile. Each call must reach gems' implementation of
+one of the case's overloads (the suite's routing check), except where the backend gates them
+to ATen, when it must not."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ import os
 
 import pytest
 import torch
-from gems_conformance.accuracy import deviation_for, dtype_name
+from gems_conformance import records
+from gems_conformance.accuracy import deviation_for, dtype_name, route
 from gems_conformance.cases import all_cases, compare, to_reference
+from gems_conformance.routing import RouteWatch, implementations
 
 import gems_core
 
@@ -29,11 +33,24 @@ def test_op_case_matches_aten(name: str, dtype: torch.dtype) -> None:
     device = torch.device(gems_core.device)
     checked = 0
     expected_failures: list[str] = []
+    mode, why = route(case, dtype_name(dtype))
+    if mode == records.NOT_SUPPORTED:
+        pytest.skip(why)
+    codes = frozenset().union(*implementations(case.aten).values())
+    assert codes, f"gems implements none of {case.aten}"
     samples = list(case.samples(dtype, device, PROFILE))
     aten_results = [case.call(*sample.args, **sample.kwargs) for sample in samples]
+    gems_results, served = [], []
     with gems_core.use_gems():  # registering every overload costs ms: once per test
-        gems_results = [case.call(*sample.args, **sample.kwargs) for sample in samples]
-    for sample, aten_result, result in zip(samples, aten_results, gems_results):
+        for sample in samples:
+            with RouteWatch(codes) as watch:
+                gems_results.append(case.call(*sample.args, **sample.kwargs))
+            served.append(watch.hit)
+    for sample, aten_result, result, hit in zip(samples, aten_results, gems_results, served):
+        if mode == records.FALLBACK:
+            assert not hit, f"{sample.describe()}: {why}, but gems' implementation ran"
+        else:
+            assert hit, f"{sample.describe()}: ran on ATen, not on gems' implementation of {case.aten}"
         reference = (case.reference or case.call)(*to_reference(sample.args), **to_reference(sample.kwargs))
         results = result if isinstance(result, (tuple, list)) else (result,)
         aten_results = aten_result if isinstance(aten_result, (tuple, list)) else (aten_result,)
@@ -53,3 +70,24 @@ def test_op_case_matches_aten(name: str, dtype: torch.dtype) -> None:
     if expected_failures:
         pytest.xfail("; ".join(expected_failures))
 
+
+#: overloads gems registers that no op case can compare with ATen, and why
+UNEXERCISED = {
+    **dict.fromkeys(
+        ("bernoulli_.float", "dropout", "exponential_", "multinomial", "native_dropout", "normal.Tensor_Tensor",
+         "normal.Tensor_float", "normal.float_Tensor", "normal_", "uniform_"),
+        "random: its draws differ from ATen's by design; tests/test_random.py checks their distributions",
+    ),
+}
+
+
+def test_every_registered_overload_has_an_op_case() -> None:
+    """A registered overload without a case is never compared with ATen nor routing-checked."""
+    covered = {name.removesuffix(".default") for case in CASES.values() for name in case.aten}
+    with gems_core.use_gems():
+        registered = {name.removesuffix(".default") for name in gems_core.registered_ops()}
+    assert registered, "gems registered nothing"
+    missing = sorted(registered - covered - set(UNEXERCISED))
+    assert not missing, f"registered overloads without an op case: {', '.join(missing)}"
+    stale = sorted(set(UNEXERCISED) - registered)
+    assert not stale, f"listed as unexercised but not registered: {', '.join(stale)}"

@@ -137,3 +137,23 @@ FOREACH: dict[str, tuple[str, Any, Any]] = {
 }
 for _name, (_aten, _call, _make) in FOREACH.items():
     register(OpCase(_name, (_aten,), _call, _make, FLOATS))
+
+
+
+def _adam_tensor_lr(dt: torch.dtype, dev: torch.device, p: str) -> Iterator[Sample]:
+    for sample in _adam_samples(dt, dev, p):
+        if sample.label in ("contiguous", "amsgrad"):
+            yield Sample(f"tensor_lr_{sample.label}", sample.args, {**sample.kwargs, "lr": torch.tensor(0.01, device=dev)})
+
+
+def _adam_lr_call(fused: Any) -> Any:
+    call = _adam_call(fused)
+    return lambda *lists, lr, **options: call(*lists, lr=lr.float(), **options)  # float32, as in ATen's use
+
+
+register(OpCase("fused_adamw_tensor_lr", ("_fused_adamw_.tensor_lr",), _adam_lr_call(torch._fused_adamw_),
+                _adam_tensor_lr, FLOATS))
+register(OpCase("fused_adam_tensor_lr", ("_fused_adam_.tensor_lr",), _adam_lr_call(torch._fused_adam_),
+                _adam_tensor_lr, FLOATS))
+register(OpCase("fused_sgd_tensor_lr", ("_fused_sgd_.tensor_lr",), _sgd,
+                lambda dt, dev, p: (s for s in _sgd_samples(dt, dev, p) if s.label == "tensor_lr"), FLOATS))

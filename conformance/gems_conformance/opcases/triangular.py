@@ -46,3 +46,7 @@ register(OpCase("triu_", ("triu_",), lambda x: x.clone().triu_(1), _matrices, (t
                 compare="exact"))
 register(OpCase("tril_out", ("tril.out",), lambda x: torch.tril(x, 1, out=_contiguous_out(x)), _matrices,
                 (torch.bfloat16,), compare="exact"))
+register(OpCase("tril_", ("tril_",), lambda x: x.clone().tril_(-1), _matrices, (torch.float32, torch.int8),
+                compare="exact"))
+register(OpCase("triu_out", ("triu.out",), lambda x: torch.triu(x, 1, out=_contiguous_out(x)), _matrices,
+                (torch.float32,), compare="exact"))
