@@ -107,4 +107,4 @@ def topk(num_warps: int = 4, num_stages: int = 1, options: Options = None) -> Ke
 mm_tma = mm
 reduction = softmax = triangular = attention = attention_backward = tile
 norm = row
-compact = factory = gather_rows = strided_copy = unique = block
+compact = factory = gather_rows = scatter_gather = strided_copy = unique = block

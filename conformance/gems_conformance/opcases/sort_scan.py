@@ -134,3 +134,18 @@ register(OpCase("sort_out", ("sort.values_stable",), lambda x, **kw: _sort(x, ou
                 (torch.float32,)))
 register(OpCase("argsort", ("sort.stable",), lambda x, **kw: torch.argsort(x, stable=True, **kw), sort_samples,
                 (torch.float32, torch.int32)))
+
+
+def distinct_samples(dtype: torch.dtype, device: torch.device | str, profile: str) -> Iterator[Sample]:
+    """The sort samples without repeated values: an unstable sort may order equal values
+    either way, so only distinct values give ATen's indices."""
+    for sample in sort_samples(dtype, device, profile):
+        if sample.label not in ("ties", "special"):
+            yield sample
+
+
+register(OpCase("sort_unstable", ("sort",), lambda x, **kw: tuple(torch.sort(x, **kw)), distinct_samples,
+                (torch.float32,)))
+register(OpCase("sort_unstable_out", ("sort.values",),
+                lambda x, **kw: tuple(torch.sort(x, **kw, out=(_empty(x), _empty(x, torch.int64)))),
+                distinct_samples, (torch.float32,)))
