@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gems_core import BackendDescriptor, DetectedDevice, KernelConfig, KernelVariant, OpGate, hookimpl
+from gems_core import BackendDescriptor, DetectedDevice, KernelConfig, KernelVariant, hookimpl
 from gems_core.shipped import package_table
 
 from . import configs, device
@@ -54,21 +54,3 @@ def gems_kernel_variants(arch: str) -> Sequence[KernelVariant]:
             compiles=gemm_sm90.compiles,
         ),
     ]
-
-
-#: the multi-tensor optimizer kernels stay with ATen on NVIDIA GPUs until they are measured
-#: at ATen's speed there: with a (tensor, chunk) grid sized by the largest tensor, an H100 ran
-#: a Llama AdamW step 0.4-0.6x ATen's (most programs idle beside the embedding); the grid now
-#: covers each tensor's own chunks, not yet timed on a GPU
-_MULTI_TENSOR = tuple(
-    f"_foreach_{name}{suffix}"
-    for name in ("abs", "add", "addcdiv", "addcmul", "div", "exp", "lerp", "maximum", "minimum", "mul",
-                 "neg", "reciprocal", "sqrt", "sub")
-    for suffix in ("", "_")
-) + ("_foreach_zero_", "_fused_adam_", "_fused_adamw_", "_fused_sgd_")
-
-
-@hookimpl
-def gems_unsupported_ops() -> Iterable[OpGate]:
-    return [OpGate(op, reason="multi-tensor optimizer kernel not yet measured at ATen's speed on this chip")
-            for op in _MULTI_TENSOR]
