@@ -15,7 +15,9 @@ from typing import Any
 from gems_core import registry, runtime
 
 
-def _code_of(fn: Callable[..., Any]) -> CodeType | None:
+def _code_of(fn: Callable[..., Any] | None) -> CodeType | None:
+    if fn is None:
+        return None
     for candidate in (fn, getattr(fn, "func", None), vars(type(fn)).get("__call__")):
         candidate = getattr(candidate, "__func__", candidate)
         code = getattr(candidate, "__code__", None)
@@ -40,12 +42,27 @@ def implementations(overloads: Iterable[str]) -> dict[str, frozenset[CodeType]]:
 
 class RouteWatch:
     """``with RouteWatch(codes) as watch: ...`` then ``watch.hit``: was any of ``codes``
-    entered inside the block."""
+    entered inside the block, or did the native dispatch layer replay a call of an overload
+    they implement (a replay runs no Python: its recipe was recorded from gems' kernel)."""
 
     def __init__(self, codes: Iterable[CodeType]) -> None:
         self.codes = frozenset(codes)
         self.hit = False
         self._previous: Any = None
+        self._ops = frozenset()
+        if self.codes:
+            overrides = runtime.current().policy.overrides
+            self._ops = frozenset(name for name, impl in registry.all_impls().items()
+                                  if {_code_of(impl.fn), _code_of(overrides.get(name))} & self.codes)
+        self._replays = 0
+
+    def _native_replays(self) -> int:
+        if not self._ops:
+            return 0
+        from gems_core.dispatch import native_stats
+
+        return sum(s.get("hits", 0) for s in native_stats()
+                   if s.get("op") in self._ops and not s.get("gate"))
 
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call" and frame.f_code in self.codes:
@@ -53,6 +70,7 @@ class RouteWatch:
             sys.setprofile(self._previous)
 
     def __enter__(self) -> RouteWatch:  # noqa: PYI034
+        self._replays = self._native_replays()
         self._previous = sys.getprofile()
         if self.codes:
             sys.setprofile(self._profile)
@@ -60,3 +78,5 @@ class RouteWatch:
 
     def __exit__(self, *exc: object) -> None:
         sys.setprofile(self._previous)
+        if not self.hit and self._native_replays() > self._replays:
+            self.hit = True

@@ -36,8 +36,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .. import tuning
 from ..codegen.pointwise import TL_DTYPES
-from ..host_math import cdiv
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 
@@ -204,9 +204,31 @@ def _sgd_kernel(
 _adam = LaunchCache(_adam_kernel, name="fused_adam")
 _sgd = LaunchCache(_sgd_kernel, name="fused_sgd")
 
-#: address tables by the tensors' addresses and sizes (an optimizer repeats them every step)
-_TABLES: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+#: address tables by the tensors' addresses, and grids by their sizes (an optimizer repeats
+#: its parameters and states every step; its gradients may be new tensors each step). Each
+#: entry keeps its page-locked source: a copy captured in a CUDA graph reads it again at
+#: every replay, so it must live (and stay unchanged) as long as the entry.
+_TABLES: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = {}
+_GRIDS: dict[tuple[Any, ...], tuple[torch.Tensor, ...]] = {}
 _MAX_TABLES = 64
+
+
+def _upload(host: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(``host`` on ``device``, its host source) without stalling the host: copied from
+    page-locked memory behind the stream's queued work (a copy from pageable memory waits
+    for it), where the device's runtime has page-locked memory."""
+    if device.type != "cpu":
+        try:
+            host = host.pin_memory()
+        except RuntimeError:  # no page-locked memory for this device: a blocking copy
+            return host.to(device), host
+    return host.to(device, non_blocking=True), host
+
+
+def _make_room(cache: dict[Any, Any]) -> None:
+    # entries made while a graph was captured may be read by its replays: never dropped then
+    if len(cache) >= _MAX_TABLES and not tuning._capturing():
+        cache.clear()
 
 
 def address_table(
@@ -217,19 +239,24 @@ def address_table(
     work: a tensor's index (high 32 bits) and one of its ``chunk``-element chunks (low 32
     bits). The grid covers each tensor's own chunks: a (tensor, chunk) grid sized by the
     largest tensor would start mostly idle programs where an embedding sits beside norms."""
-    first = rows[0]
-    key = (device, chunk, *[t.data_ptr() for row in rows for t in row], *[t.numel() for t in first])
-    found = _TABLES.get(key)
-    if found is None:
-        if len(_TABLES) >= _MAX_TABLES:
-            _TABLES.clear()
-        host = torch.tensor([[t.data_ptr() for t in row] for row in rows], dtype=torch.int64)
-        counts = [t.numel() for t in first]
-        items = [(i << 32) | c for i, n in enumerate(counts) for c in range(cdiv(n, chunk))]
-        found = (host.to(device), torch.tensor(counts, dtype=torch.int64).to(device),
-                 torch.tensor(items, dtype=torch.int64).to(device))
-        _TABLES[key] = found
-    return found
+    counts = tuple(t.numel() for t in rows[0])
+    grid_key = (device, chunk, counts)
+    grid = _GRIDS.get(grid_key)
+    if grid is None:
+        sizes = torch.tensor(counts, dtype=torch.int64)
+        chunks = (sizes + chunk - 1) // chunk
+        tensor = torch.repeat_interleave(torch.arange(len(counts), dtype=torch.int64), chunks)
+        first = torch.cumsum(chunks, 0) - chunks  # each tensor's first work item
+        within = torch.arange(int(chunks.sum()), dtype=torch.int64) - torch.repeat_interleave(first, chunks)
+        _make_room(_GRIDS)
+        grid = _GRIDS[grid_key] = (*_upload(sizes, device), *_upload((tensor << 32) | within, device))
+    key = (device, len(rows), *[t.data_ptr() for row in rows for t in row])
+    table = _TABLES.get(key)
+    if table is None:
+        _make_room(_TABLES)
+        table = _TABLES[key] = _upload(
+            torch.tensor([[t.data_ptr() for t in row] for row in rows], dtype=torch.int64), device)
+    return table[0], grid[0], grid[2]  # (device, host) pairs
 
 
 def _servable(lists: list[list[torch.Tensor]], steps: list[torch.Tensor] | None = None) -> bool:
