@@ -479,6 +479,20 @@ def test_observer_flags_device_work_but_not_host_arithmetic():
     assert device_observer.other is None  # CPU-only arithmetic cannot touch device memory
 
 
+def test_observer_lets_checks_that_follow_from_the_key_through():
+    # the overlap check of a writing op and type promotion with a number read no data; a
+    # call making them stays repeatable (copy_, cat and eq.Scalar make them every call)
+    x = torch.randn(4, 3)
+    observer = recorder._Observer("cpu")
+    with observer:
+        torch._debug_has_internal_overlap(x.expand(2, 4, 3))
+        torch.result_type(x, 2)
+    assert observer.other is None
+    with observer:
+        x.sum()
+    assert observer.other == "aten.sum.default"
+
+
 @needs_layer
 def test_real_ops_through_the_layer_on_this_backend(monkeypatch):  # type: ignore[no-untyped-def]
     """With the layer in front of gems' kernels (forced on the CPU interpreter, where calls

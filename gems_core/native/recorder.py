@@ -70,7 +70,11 @@ class TensorMap(NamedTuple):
 _ALLOCATIONS = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"})
 #: operations that neither read nor write data (beyond views, which are told apart by schema)
 _METADATA = frozenset({"sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "dim",
-                       "is_contiguous", "is_strides_like_format", "is_non_overlapping_and_dense"})
+                       "is_contiguous", "is_strides_like_format", "is_non_overlapping_and_dense",
+                       # answers that follow from what a key holds (sizes, strides, aliasing
+                       # between operands, dtypes, the kinds of numbers): the overlap checks
+                       # of writing ops and type promotion with a number
+                       "_debug_has_internal_overlap", "result_type"})
 
 
 _log = logs.get("native")
