@@ -24,9 +24,11 @@ from .contract import KernelConfig
 Options = Mapping[str, object] | None
 
 __all__ = [
-    "attention", "attention_backward", "attention_decode", "block", "compact", "factory",
-    "gather_rows", "gemv", "mm", "mm_decode", "mm_tma", "norm", "pointwise", "reduction", "row",
-    "softmax", "strided_copy", "tile", "topk", "topk_chunk", "triangular", "unique",
+    "attention", "attention_backward", "attention_decode", "batch_norm", "block", "compact", "conv",
+    "conv_depthwise", "conv_weight_grad", "factory",
+    "gather_rows", "gemv", "mm", "mm_decode", "mm_tma", "norm", "padding", "padding_backward",
+    "pointwise", "pool", "reduction", "resample", "resample_backward", "row", "softmax",
+    "strided_copy", "tile", "topk", "topk_chunk", "triangular", "unique",
 ]
 
 
@@ -65,7 +67,9 @@ def gemv(BLOCK_N: int, BLOCK_K: int,
 def tile(BLOCK_M: int, BLOCK_N: int,
          num_warps: int = 4, num_stages: int = 1, options: Options = None) -> KernelConfig:
     """A 2-D tile of BLOCK_M rows x BLOCK_N columns (``reduction``, ``softmax``, ``triangular``;
-    ``attention`` and ``attention_backward``: query rows x keys a step)."""
+    ``attention`` and ``attention_backward``: query rows x keys a step; ``pool``: positions x
+    channels; ``batch_norm``: rows x the contiguous columns, channels or positions; ``padding``,
+    ``resample`` and their backward: rows x channels (channels_last) or columns)."""
     return _config({"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N}, num_warps, num_stages, options)
 
 
@@ -104,7 +108,11 @@ def topk(num_warps: int = 4, num_stages: int = 1, options: Options = None) -> Ke
     return _config({}, num_warps, num_stages, options)
 
 
-mm_tma = mm
-reduction = softmax = triangular = attention = attention_backward = tile
+mm_tma = conv = mm
+conv_weight_grad = mm_decode
+conv_depthwise = tile
+reduction = softmax = triangular = attention = attention_backward = pool = tile
+batch_norm = tile
 norm = row
 compact = factory = gather_rows = scatter_gather = strided_copy = unique = block
+padding = padding_backward = resample = resample_backward = tile

@@ -17,3 +17,36 @@ def program_offsets(BLOCK_SIZE: tl.constexpr, INT64: tl.constexpr):
     if INT64:
         pid = pid.to(tl.int64)
     return pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+
+
+@triton.jit
+def ncdhw_tile(M, INNER, C, D, H, W, CHANNELS_LAST: tl.constexpr, INT64: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """This program's BLOCK_M x BLOCK_N tile of a dense (N, C, D, H, W) tensor (absent dims
+    of size 1) seen as M rows of INNER contiguous elements: rows (n, d, h, w) of C channels
+    (CHANNELS_LAST), else rows (n, c, d, h) of W. Returns the tile's flat offsets, its mask
+    and (n, c, d, h, w), each a column (per row) or a row (per inner element), so per-row
+    index math is done once per row."""
+    pid = tl.program_id(0)
+    if INT64:
+        pid = pid.to(tl.int64)
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offsets = rows[:, None] * INNER + cols[None, :]
+    mask = (rows < M)[:, None] & (cols < INNER)[None, :]
+    if CHANNELS_LAST:
+        w = rows % W
+        rest = rows // W
+        h = rest % H
+        rest = rest // H
+        d = rest % D
+        n = rest // D
+        return offsets, mask, n[:, None], cols[None, :], d[:, None], h[:, None], w[:, None]
+    else:
+        h = rows % H
+        rest = rows // H
+        d = rest % D
+        rest = rest // D
+        c = rest % C
+        n = rest // C
+        return offsets, mask, n[:, None], c[:, None], d[:, None], h[:, None], cols[None, :]

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
+from torch._prims_common import suggest_memory_format
 
 from ..codegen.layout import iteration_layout
 from ..codegen.pointwise import TL_DTYPES
@@ -87,7 +88,7 @@ def _copy_kernel(
     value = tl.load(src_ptr + src_base + src, mask=inside)
     if PAD:
         if F64_BITS:
-            outside = fill.to(tl.float64, bitcast=True)
+            outside = fill.to(tl.int64).to(tl.float64, bitcast=True)  # bits that fit 32 bits arrive as int32
         else:
             outside = fill
         value = tl.where(inside, value, outside)
@@ -232,7 +233,8 @@ def constant_pad_nd(self: torch.Tensor, pad: Sequence[int], value: Any = 0) -> A
         shape[d] += pad[2 * i] + pad[2 * i + 1]
     if any(s < 0 for s in shape):
         return NotImplemented  # ATen raises for a negative output size
-    out = torch.empty(shape, dtype=self.dtype, device=self.device)
+    # ATen's layout: a channels_last input gives a channels_last result
+    out = torch.empty(shape, dtype=self.dtype, device=self.device, memory_format=suggest_memory_format(self))
     sizes, src_strides, dst_strides, lo, src_sizes = _pad_layout(self, out, before)
     if not _copy(self, out, sizes, src_strides, dst_strides, lo=lo, src_sizes=src_sizes, fill=fill):
         return NotImplemented

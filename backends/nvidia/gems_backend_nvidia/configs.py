@@ -137,6 +137,34 @@ _HOPPER_ATTENTION: dict[str, list[KernelConfig]] = {
     ],
 }
 
+# Convolution as implicit GEMM (the "conv" tunable has mm's parameters, "conv_weight_grad"
+# mm_decode's, "conv_depthwise" tile's). Its operand tiles are gathered through pointers (no
+# TMA: rows of a tile lie at per-tap offsets), so the pipeline is cp.async into wgmma: two
+# warp groups over 128x128 tiles, K in 64-channel steps (one step a tap for ResNet's 64
+# channels), 3-4 stages; 64-wide tiles for layers with few output channels or positions.
+# The weight gradient's K runs over N x positions (split to fill the chip); depthwise is
+# memory-bound: positions x channels tiles, channels contiguous in channels-last.
+_HOPPER_CONV: dict[str, list[KernelConfig]] = {
+    "conv": [
+        mm(128, 128, 64, 8, 3),  # 96 KB bf16, 192 KB fp32
+        mm(128, 128, 64, 8, 4),  # 128 KB
+        mm(128, 256, 64, 8, 3),  # 144 KB: wide layers (256+ output channels)
+        mm(256, 128, 64, 8, 3),  # 144 KB: many positions, few channels
+        mm(128, 128, 32, 4, 4),  # 64 KB
+        mm(128, 64, 64, 4, 4),  # 96 KB: 64 output channels
+        mm(64, 128, 64, 4, 4),  # 96 KB
+        mm(64, 64, 64, 4, 3),  # 48 KB: small layers
+    ],
+    "conv_weight_grad": [
+        mm_decode(128, 128, 64, 8, 3),  # 96 KB bf16, 192 KB fp32
+        mm_decode(128, 128, 64, 8, 4),  # 128 KB
+        mm_decode(128, 64, 64, 4, 4),  # 96 KB
+        mm_decode(64, 128, 64, 4, 4),  # 96 KB
+        mm_decode(64, 64, 64, 4, 3),  # 48 KB
+    ],
+    "conv_depthwise": [tile(32, 64, 4), tile(64, 64, 4), tile(16, 128, 4), tile(8, 256, 8), tile(128, 32, 4)],
+}
+
 CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
     # Ampere: cp.async pipelining, 128x128x32 the workhorse; 163 KB shared memory.
     "sm_80": {
@@ -175,6 +203,7 @@ CONFIGS: dict[str, dict[str, list[KernelConfig]]] = {
         ],
         **_HOPPER_DECODE,
         **_HOPPER_ATTENTION,
+        **_HOPPER_CONV,
         # topk of rows longer than 8192 (LLM sampling over a vocabulary), stage 1: one program
         # selects the best k of CHUNK entries, one count over the chunk per bisection step;
         # 16 entries a thread (~80 registers) or 32 (~170: fewer programs resident)

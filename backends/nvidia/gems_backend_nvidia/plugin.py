@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from gems_core import BackendDescriptor, DetectedDevice, KernelConfig, KernelVariant, hookimpl
+from gems_core import BackendDescriptor, DetectedDevice, KernelConfig, KernelVariant, OpGate, hookimpl
 from gems_core.shipped import package_table
 
 from . import configs, device
@@ -54,3 +54,13 @@ def gems_kernel_variants(arch: str) -> Sequence[KernelVariant]:
             compiles=gemm_sm90.compiles,
         ),
     ]
+
+
+#: convolution stays with cuDNN on NVIDIA GPUs until gems' implicit GEMM is measured against
+#: it on these chips (the conformance suite and the CPU interpreter check its results)
+_UNMEASURED = ("convolution", "convolution.out", "convolution_backward")
+
+
+@hookimpl
+def gems_unsupported_ops() -> Iterable[OpGate]:
+    return [OpGate(op, reason="not yet measured against cuDNN on this chip") for op in _UNMEASURED]
