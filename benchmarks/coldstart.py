@@ -21,7 +21,9 @@ Scenarios, each with its own new folders for gems' cache (``GEMS_CACHE_DIR``) an
 * ``shipped``: empty caches, the backend's shipped tuning table for this device in use.
 
 ATen runs in the same conditions (the same kind of fresh process and environment, no gems
-import). Each result also holds the process's import and model-building time, the whole
+import). gems compiles as ``GEMS_COMPILE`` says, unlike the other benchmarks: by default in
+the background on a GPU, with ATen serving the calls whose kernels are not ready (what a user
+meets); ``GEMS_COMPILE=sync`` measures compiling in the first call. Each result also holds the process's import and model-building time, the whole
 process's wall time (``process_s``, measured by the parent), a second forward or the time
 per generated token after the first (the steady state, for scale) and, for gems, how many
 kernels were benchmarked (``benchmarks_run``) and the shipped table in use.
@@ -155,6 +157,7 @@ def _environment() -> dict:
         from gems_core._version import __version__
 
         info["gems-core"] = __version__
+        info["gems_compile"] = os.environ.get("GEMS_COMPILE", "auto")
     except ImportError as exc:
         info["missing"] = str(exc)
     return info

@@ -19,6 +19,7 @@ import contextlib
 import functools
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -229,4 +230,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    os.environ["GEMS_COMPILE"] = "sync"  # gems' kernels serve from the first call: none is timed on ATen
     sys.exit(main())

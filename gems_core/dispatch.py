@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-from . import compat, logs, native, runtime
+from . import background, compat, logs, native, runtime
+from .background import NotReady
 from .launch_cache import KernelCompileError, interpreter_state, recording
 from .registry import OpImpl, all_impls
 
@@ -71,7 +72,17 @@ COMPOSITES: dict[str, tuple[str, ...]] = {
                       "nll_loss_backward", "nll_loss2d_forward", "nll_loss2d_backward"),
     "linear": ("addmm", "mm"),
     "matmul": ("mm", "bmm", "mv"),
-    "batch_norm": (),  # native_batch_norm: ATen's
+    **dict.fromkeys(("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"),
+                    ("convolution", "convolution_backward")),
+    "max_pool2d": ("max_pool2d_with_indices", "max_pool2d_with_indices_backward"),
+    "max_pool1d": ("max_pool2d_with_indices", "max_pool2d_with_indices_backward"),
+    "avg_pool1d": ("avg_pool2d", "avg_pool2d_backward"),
+    "adaptive_avg_pool2d": ("_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward"),
+    "adaptive_avg_pool1d": ("_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward"),
+    "adaptive_max_pool1d": ("adaptive_max_pool2d", "adaptive_max_pool2d_backward"),
+    # cudnn_/miopen_batch_norm: F.batch_norm's routes on NVIDIA and AMD GPUs where their libraries take the call
+    "batch_norm": ("native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm", "cudnn_batch_norm_backward",
+                   "miopen_batch_norm", "miopen_batch_norm_backward"),
 }
 COMPOSITES["cross_entropy_loss"] = COMPOSITES["cross_entropy"]
 
@@ -106,7 +117,7 @@ def resolve(include: Iterable[str] | str | None, exclude: Iterable[str] | str | 
         if composite is not None and (name in COMPOSITES or _aten_packet(name)):
             return set().union(*(packets.get(p, ()) for p in composite))
         if _aten_packet(name):
-            return set()  # an operator gems leaves to ATen (max_pool2d, say)
+            return set()  # an operator gems leaves to ATen (max_pool3d, say)
         known = sorted(set(impls) | set(packets) | set(COMPOSITES))
         close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
         hint = f"; close matches: {', '.join(close)}" if close else ""
@@ -134,6 +145,13 @@ def _tensor_dtypes(values: Iterable[Any]) -> Iterator[torch.dtype]:
 
 _log = logs.get("dispatch")
 _DECLINED = "gems' kernel does not take these arguments (NotImplemented)"
+_COMPILING = "its kernel compiles in the background"
+
+
+def _mutable(name: str) -> bool:
+    """Whether overload ``name`` writes into an argument (in-place, ``out=``)."""
+    packet, _, overload = name.partition(".")
+    return getattr(getattr(torch.ops.aten, packet), overload or "default")._schema.is_mutable
 
 
 def _note(name: str, how: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -163,6 +181,8 @@ def _make_kernel(
         """ATen's kernel for the call; ``why`` (none for ATen calls gems' own kernels make
         in the interpreter) goes to the log."""
         recording.impure = True  # a call (partly) served by ATen is not one to repeat natively
+        if writes:
+            background.wrote_through_aten()
         if why and _log.isEnabledFor(logging.DEBUG):
             _note(impl.name, f"ATen, {why}", args, kwargs)
         return aten_kernel(keyset, *args, **kwargs)
@@ -170,6 +190,12 @@ def _make_kernel(
     fn = rt.policy.overrides.get(impl.name) or impl.fn
     if not (rt.interpreter or rt.compile_only):
         fn = compat.on_operands_device(fn, rt.device_type)
+    # background compiles: a call may go to ATen until it launched a kernel (and an in-place
+    # or out= op served by ATen inside another call counts as that call's write)
+    deferring = background.mode(rt) == "background"
+    writes = deferring and _mutable(impl.name)
+    if deferring:
+        fn = background.tracked(fn)
     gate = rt.policy.gate_for(impl.name)
     gated = frozenset(_torch_dtype(d) for d in gate) if gate else frozenset()
     always_aten = gate is not None and not gate
@@ -189,6 +215,10 @@ def _make_kernel(
             result = fn(*args, **kwargs)
         except KernelCompileError as exc:
             return compile_failed(exc, keyset, args, kwargs)
+        except NotReady:
+            if recording.native is not None:  # a call under recording: record it again later
+                recording.deferred = True
+            return aten(_COMPILING, keyset, *args, **kwargs)
         if result is NotImplemented:
             return aten(_DECLINED, keyset, *args, **kwargs)
         if _log.isEnabledFor(logging.DEBUG):
@@ -229,6 +259,10 @@ def _make_kernel(
             result = fn(*args, **kwargs)
         except KernelCompileError as exc:
             return compile_failed(exc, own_key, args, kwargs)
+        except NotReady:
+            if recording.native is not None:  # a call under recording: record it again later
+                recording.deferred = True
+            return aten(_COMPILING, own_key, *args, **kwargs)
         if result is NotImplemented:
             return aten(_DECLINED, own_key, *args, **kwargs)
         if _log.isEnabledFor(logging.DEBUG):

@@ -10,6 +10,11 @@ In compile-only execution (``GEMS_COMPILE_TARGET``, the compile tier) a launch i
 ahead of time for that target by :mod:`gems_core.aot` and not run; a compile failure raises
 :class:`KernelCompileError` as it would on the chip.
 
+With background compiles (``GEMS_COMPILE``, :mod:`gems_core.background`) a miss met by a call
+that has launched nothing yet starts the compile in a worker and raises ``NotReady``, which
+hands the call to ATen; the miss is compiled here once that compile is done (a hit in
+Triton's cache), or at once where the call has launched already.
+
 Convention for kernels launched through here: runtime arguments first (passed
 positionally), constexprs after them (passed by keyword).
 """
@@ -50,6 +55,12 @@ class _Recording(threading.local):
     native: list[tuple[Any, ...]] | None = None
     #: set when a gems kernel handed (part of) a call to ATen: such a call is not repeatable
     impure = False
+    #: False inside a dispatched op call that has launched no kernel yet (which ATen may then
+    #: still serve whole: gems_core.background); every launch sets it
+    launched: bool | None = None
+    #: set when ATen served a call because its kernel still compiles in the background: the
+    #: native layer records the call again later instead of refusing it for good
+    deferred = False
 
 
 recording = _Recording()
@@ -127,6 +138,8 @@ class LaunchCache:
         self._entries: dict[Any, _Entry] = {}
         #: the compiled kernels by launch key (for tools: profiling, inspection)
         self.compiled: dict[Any, Any] = {}
+        #: background compiles by launch key (futures; gems_core.background)
+        self._pending: dict[Any, Any] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -161,6 +174,13 @@ class LaunchCache:
 
             from .codegen.interpreted_casts import aten_bf16_rounding
 
+            if recording.launched is False or self._pending:
+                # the interpreter compiles nothing, but a background compile may be simulated
+                from . import background
+
+                key = self._key(args, constexprs, config, options)
+                background.await_compile(self.name, self._pending, key, lambda: None)
+            recording.launched = True
             with _interpreter_lock, numpy.errstate(all="ignore"), aten_bf16_rounding():
                 interpreter_state.active = True
                 try:
@@ -184,6 +204,7 @@ class LaunchCache:
             return  # compile-only execution: compiled for the target, nothing to run
         go, tail = entry
         full = (*args, *tail)
+        recording.launched = True
         go(grid3[0], grid3[1], grid3[2], compat.current_stream(device), full)
         if recording.native is not None:
             recording.native.append((go, grid3, full))
@@ -198,24 +219,33 @@ class LaunchCache:
     ) -> _Entry | None:
         """The compiled kernel for these arguments (compiling on a miss); None where nothing
         runs (compile-only execution). ``constexprs`` already include the config's."""
-        num_warps = config.num_warps if config else 4
-        num_stages = config.num_stages if config else 2
+        key = self._key(args, constexprs, config, options)
+        entry = self._entries.get(key)
+        if entry is None:
+            _, _, _, num_warps, num_stages, extra, _ = key
+            entry = self._compile(key, grid3, args, constexprs, num_warps, num_stages, dict(extra))
+        return entry
+
+    @staticmethod
+    def _key(
+        args: tuple[Any, ...],
+        constexprs: Mapping[str, Any],
+        config: KernelConfig | None,
+        options: Mapping[str, Any] | None,
+    ) -> tuple[Any, ...]:
+        """The launch key: what the compiled kernel depends on (see the module docstring)."""
         extra = dict(options or {})
         if config is not None and config.options:
             extra.update(config.options)
-        key = (
+        return (
             tuple(map(_arg_key, args)),
             tuple(constexprs.values()),
             tuple(constexprs),
-            num_warps,
-            num_stages,
+            config.num_warps if config else 4,
+            config.num_stages if config else 2,
             tuple(sorted(extra.items())),
             _device_of(args),
         )
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._compile(key, grid3, args, constexprs, num_warps, num_stages, extra)
-        return entry
 
     def bind(
         self,
@@ -255,6 +285,17 @@ class LaunchCache:
                 raise KernelCompileError(f"{self.name}: {result.error}")
             self._compiled(key, constexprs, start)
             return None
+        how = (key, grid, args, constexprs, num_warps, num_stages, extra)
+        if recording.launched is False or key in self._pending:
+            from . import background
+
+            background.await_compile(self.name, self._pending, key, lambda: self._job(how))
+        return self._compile_now(how, start)
+
+    def _compile_now(self, how: tuple[Any, ...], start: float | None = None) -> _Entry:
+        """Compile launch ``how`` (``_compile``'s arguments) in this thread."""
+        key, grid, args, constexprs, num_warps, num_stages, extra = how
+        start = time.perf_counter() if start is None else start
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -272,7 +313,26 @@ class LaunchCache:
             entry = (launcher_for(compiled), tail)
             self.compiled[key] = compiled
             self._entries[key] = entry
+            self._pending.pop(key, None)
             return entry
+
+    def _job(self, how: tuple[Any, ...]) -> Any:
+        """The background compile of launch ``how``: for a worker process, or, for a kernel
+        no worker can import, a call of ``_compile_now`` in a compile thread."""
+        from . import aot, background
+
+        key, _, args, constexprs, num_warps, num_stages, extra = how
+        try:
+            return background.job_for(self.kernel, args, aot._launch_kwargs(
+                self.kernel, constexprs, num_warps, num_stages, extra))
+        except LookupError:
+            device = key[-1]
+
+            def in_thread() -> None:
+                with compat.device_guard(device):
+                    self._compile_now(how)
+
+            return in_thread
 
     def _compiled(self, key: Any, constexprs: Mapping[str, Any], start: float) -> None:
         """Log a compile (once per launch key, as compiles are) with its specialization."""
@@ -343,6 +403,7 @@ class BoundLaunch:
         if stream is None:
             stream = self._stream = compat.stream_function()
         full = (*values, *tail)
+        recording.launched = True
         go(grid3[0], grid3[1], grid3[2], stream(device), full)
         if recording.native is not None:
             recording.native.append((go, grid3, full))

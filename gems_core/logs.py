@@ -1,9 +1,9 @@
 """gems' logging, through the standard ``logging`` module: the ``gems`` logger and its
 children ``gems.selection`` (the backend selected, at info), ``gems.dispatch`` (each op call
 served by gems or handed to ATen, and why), ``gems.launch`` (each kernel compiled, and how
-long it took), ``gems.tuning`` (each tuning choice and where it came from) and
-``gems.native`` (each call the native dispatch layer will not replay, and why); all but the
-selection at debug.
+long it took, or compiling in the background while ATen serves), ``gems.tuning`` (each
+tuning choice and where it came from) and ``gems.native`` (each call the native dispatch
+layer will not replay, and why); all but the selection at debug.
 
 Silent unless configured: the ``gems`` logger has a ``NullHandler``. ``GEMS_LOG=debug``
 (``info``, ``warning``) attaches a stderr handler at that level when gems selects its

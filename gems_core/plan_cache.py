@@ -153,6 +153,7 @@ class Launch:
             return False  # the general path makes the kernel's device current around it
         grid = self.grid
         full = (*addresses, *self.static, *trailing, *self.tail)
+        recording.launched = True
         go(grid[0], grid[1], grid[2], self.stream(self.device_index), full)
         if recording.native is not None:
             recording.native.append((go, grid, full))

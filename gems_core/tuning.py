@@ -182,6 +182,12 @@ class Tunable:
             for config in configs:
                 if config.describe() == stored:
                     return config, f"remembered in {path}"
+        from . import background
+
+        if background.mode(rt) == "background":
+            # benchmarking compiles every candidate on the model's path; warmup and tune
+            # (which compile synchronously) tune, and later processes find their choice
+            return configs[0], "the first config: kernels compile in the background (GEMS_COMPILE)"
         if _capturing():
             # a CUDA graph is being captured (torch.compile's "reduce-overhead", a serving
             # engine's decode graph): a benchmark's launches would join the graph and its timing

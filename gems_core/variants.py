@@ -91,6 +91,8 @@ def offer(point: str, *args: Any) -> bool:
         return False
     try:
         served = bool(fn(*args))
+        if served:
+            recording.launched = True  # the backend's kernel ran: ATen may not redo the call
         if served and not getattr(fn, "reports_launches", False):
             recording.impure = True
         return served

@@ -536,6 +536,7 @@ def main(command: str, argv: Sequence[str]) -> int:
     argv = list(argv)
     split = argv.index("--") if "--" in argv else len(argv)  # after --: the script's arguments
     args = parser.parse_args(argv[:split])
+    os.environ["GEMS_COMPILE"] = "sync"  # compiling and tuning is what these commands are for
 
     if command == "warmup" and args.cache_dir:
         os.environ["GEMS_CACHE_DIR"] = args.cache_dir

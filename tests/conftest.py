@@ -8,6 +8,10 @@ from pathlib import Path
 # their own so generated kernels and tuning choices do not leak between runs; it is removed
 # when the run ends. The native dispatch layer's build (a minute of compiling, keyed by the
 # torch version and its source) is the exception: it is kept in the user's cache and reused.
+# Tests compare gems' kernels with ATen from the first call: kernels compile before it returns
+# (tests/test_background_compile.py turns background compiles on where it tests them).
+os.environ["GEMS_COMPILE"] = "sync"
+
 if "GEMS_CACHE_DIR" not in os.environ:
     from gems_core.disk_cache import configured_cache_dir
 

@@ -258,6 +258,28 @@ def test_aten_fallback_and_interpreted_launches_are_not_recorded(fake):  # type:
 
 
 @needs_layer
+def test_a_call_aten_served_while_its_kernel_compiles_is_recorded_later(fake):  # type: ignore[no-untyped-def]
+    compiling = [True, True]  # the first two calls find the kernel compiling in the background
+
+    def deferred_then_twice(x, s, *, k=3):  # type: ignore[no-untyped-def]
+        if compiling:
+            compiling.pop()
+            if recording.native is not None:  # what gems marks when ATen serves a compiling call
+                recording.deferred = True
+            return torch.empty_like(x)
+        return twice(x, s, k=k)
+
+    reg = fake("twice", deferred_then_twice)
+    x = torch.randn(4, 3)
+    for _ in range(5):
+        torch.ops.gems_native_test.twice(x, 0.5)
+    stats = reg.stats()[0]
+    # the second call (recorded while deferred) is neither kept nor refused; the third is kept
+    assert (stats["refused"], stats["recorded"], stats["recipes"], stats["hits"]) == (0, 1, 1, 2)
+    assert recording.deferred is False
+
+
+@needs_layer
 def test_check_mode_catches_a_recipe_that_misses_work(fake):  # type: ignore[no-untyped-def]
     go = _launcher(5, "O", (0,))
 

@@ -59,6 +59,7 @@ def worker_env(options: Options) -> dict[str, str]:
     else:
         env.pop("GEMS_EMULATE", None)
     env["GEMS_CONFORMANCE_THREADS"] = str(max(1, (os.cpu_count() or 1) // worker_count(options)))
+    env["GEMS_COMPILE"] = "sync"  # each sample's first call must be served by gems, not ATen
     return env
 
 

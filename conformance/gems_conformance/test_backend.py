@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 from . import records as R
 from .cases import all_cases
 from .runner import select_cases
+
+# each sample's first call must be served by gems, not by ATen while its kernel compiles
+os.environ["GEMS_COMPILE"] = "sync"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

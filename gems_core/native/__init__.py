@@ -16,7 +16,9 @@ native kernel without Python.
 
 The layer is built from source the first time a process needs it (a C++ compiler and the
 torch headers, which torch's wheels ship; no CUDA toolkit) and cached under
-``GEMS_CACHE_DIR/native``. ``GEMS_NATIVE=0`` turns it off; where it cannot be built, gems
+``GEMS_CACHE_DIR/native``. With background compiles (``GEMS_COMPILE=background``)
+that build runs in a thread while the Python kernels serve, and the layer fronts the
+registrations made once it is ready (the next ``use_gems()`` block or ``enable()``). ``GEMS_NATIVE=0`` turns it off; where it cannot be built, gems
 warns once and runs its Python kernels as before. ``GEMS_NATIVE=check`` records every call
 and runs each new recipe at once on copies of the operands, holding its results against the
 Python kernel's (a mismatch raises): the way to validate the layer on a chip, e.g. under the
@@ -43,6 +45,7 @@ _lock = threading.Lock()
 _module: ModuleType | None = None
 _problem: str | None = None
 _tried = False
+_building: threading.Thread | None = None
 
 
 def _settings() -> frozenset[str]:
@@ -114,13 +117,33 @@ def forced() -> bool:
     return "force" in _settings()
 
 
+def _built() -> bool:
+    directory = build_directory()
+    return directory.exists() and any(directory.glob("gems_native_*.so"))
+
+
+def _load_without_waiting() -> ModuleType | None:
+    """The layer if it is loaded or built already; otherwise, with background compiles, None
+    while a thread builds it (a minute the first call must not wait), else built now."""
+    global _building
+    from .. import background
+
+    if _module is not None or _tried or background.mode() != "background" or _built():
+        return load()
+    with _lock:
+        if _building is None:
+            _building = threading.Thread(target=load, name="gems-native-build", daemon=True)
+            _building.start()
+    return None
+
+
 def available_for(device_type: str, interpreter: bool = False) -> ModuleType | None:
     """The layer, where it serves this device type (CUDA GPUs) and is switched on."""
     if interpreter:
-        return load() if forced() else None
+        return _load_without_waiting() if forced() else None
     if device_type != "cuda" or not wanted() or torch.version.hip is not None:
         return None
-    module = load()
+    module = _load_without_waiting()
     if module is None:
         return None
     reason = module.load_driver()
@@ -184,8 +207,7 @@ def describe(device_type: str, interpreter: bool) -> str:
     if _problem is not None:
         return f"unavailable: {_problem}"
     directory = build_directory()
-    built = any(directory.glob("gems_native_*.so")) if directory.exists() else False
-    state = f"built in {directory}" if built else "built on first use (about a minute, once)"
+    state = f"built in {directory}" if _built() else "built on first use (about a minute, once)"
     mode = ", check mode" if "check" in _settings() else ""
     return f"on{mode}; {state}"
 

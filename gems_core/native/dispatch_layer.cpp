@@ -746,7 +746,10 @@ class NativeKernel final : public c10::OperatorKernel {
     if (record) {
       py::tuple pair = out.cast<py::tuple>();
       out = pair[0];
-      if (!pair[1].is_none()) {
+      if (py::isinstance<py::bool_>(pair[1])) {
+        // not yet (ATen served the call while its kernel compiles): the key stays seen, so
+        // the next call records again
+      } else if (!pair[1].is_none()) {
         std::shared_ptr<const Recipe> recipe = parse_recipe(pair[1], n);
         if (recipe && checking) {
           push_result(schema, stack, n, out);

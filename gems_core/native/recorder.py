@@ -123,8 +123,9 @@ def record_call(
     tensors: Sequence[tuple[int, torch.Tensor]],
     count: int,
     op: str = "",
-) -> tuple[Any, tuple[Any, ...] | None]:
-    """``kernel(*args, **kwargs)``, and its recipe (None where the call is not repeatable).
+) -> tuple[Any, tuple[Any, ...] | bool | None]:
+    """``kernel(*args, **kwargs)``, and its recipe (None where the call is not repeatable,
+    False where it is not yet: ATen served it while its kernel compiles in the background).
     ``tensors`` are the call's tensor arguments with their stack positions; ``count`` is
     the number of stack arguments; ``op`` names the op in the log of refused calls."""
     if not tuning.cacheable():
@@ -135,16 +136,19 @@ def record_call(
     benchmarks = tuning.benchmarks_run
     device_type = next((t.device.type for _, t in tensors if t.device.type != "cpu"), "cpu")
     observer = _Observer(device_type)
-    previous_launches, previous_impure = recording.native, recording.impure
-    recording.native, recording.impure = [], False
+    previous = recording.native, recording.impure, recording.deferred
+    recording.native, recording.impure, recording.deferred = [], False, False
     unhook = _watch_foreign_launches()
     try:
         with observer:
             result = kernel(*args, **kwargs)
-        launches, impure = recording.native, recording.impure
+        launches, impure, deferred = recording.native, recording.impure, recording.deferred
     finally:
         unhook()
-        recording.native, recording.impure = previous_launches, previous_impure
+        recording.native, recording.impure, recording.deferred = previous
+    if deferred:
+        _refused(op, "not yet: ATen served it while its kernel compiles in the background")
+        return result, False
     if impure or observer.other is not None or tuning.benchmarks_run != benchmarks:
         if impure:
             _refused(op, "ATen, or a launch gems does not record, served part of it")

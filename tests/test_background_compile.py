@@ -1,0 +1,363 @@
+"""Background compiles (gems_core.background, ``GEMS_COMPILE``): ATen serves a call whose
+kernel is not compiled yet and gems serves once it is; sync mode blocks; an in-place or
+``out=`` op is never left half-written; a compile worker that dies degrades to compiling in
+the call, with one warning.
+
+The CPU interpreter compiles nothing, so slow compiles are simulated through
+``background.compiler``, the seam that starts each kernel's compile: the tests choose which
+kernels are slow and when they finish. One test compiles a real kernel for sm_90 in a worker
+process and checks that the process's own compile of it is then a hit in Triton's cache.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import json
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+
+import pytest
+import torch
+from gems_conformance.routing import RouteWatch
+from plugin_factory import run_code
+from triton.runtime.interpreter import GridExecutor
+
+import gems_core
+from gems_core import background, launch_cache, registry
+
+#: entered whenever the interpreter runs a gems kernel
+KERNEL_RAN = [GridExecutor.__call__.__code__]
+
+
+class SlowCompiles:
+    """Stands in for ``background.compiler``: the kernels named in ``slow`` (every kernel
+    where None) compile until :meth:`finish`, or for as many seconds as ``slow`` gives."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.slow: dict[str, float | None] | None = None
+        self.futures: list[concurrent.futures.Future[float]] = []
+
+    def __call__(self, name: str, job: object) -> concurrent.futures.Future[float]:
+        self.asked.append(name)
+        future: concurrent.futures.Future[float] = concurrent.futures.Future()
+        if self.slow is not None and name not in self.slow:
+            future.set_result(0.0)
+            return future
+        future.set_running_or_notify_cancel()  # as a worker does when it takes the job
+        self.futures.append(future)
+        delay = self.slow.get(name) if self.slow is not None else None
+        if delay is not None:
+            threading.Timer(delay, self._done, (future,)).start()
+        return future
+
+    @staticmethod
+    def _done(future: concurrent.futures.Future[float]) -> None:
+        if not future.done():
+            future.set_result(0.0)
+
+    def finish(self) -> None:
+        for future in self.futures:
+            self._done(future)
+
+
+@pytest.fixture
+def slow(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("GEMS_COMPILE", "background")
+    compiles = SlowCompiles()
+    monkeypatch.setattr(background, "compiler", compiles)
+    yield compiles
+    compiles.finish()
+    for cache in launch_cache.all_caches():  # the next test meets every kernel afresh
+        cache._pending.clear()
+
+
+def _served(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, bool]:
+    """``fn()`` and whether a gems kernel ran in it."""
+    with RouteWatch(KERNEL_RAN) as watch:
+        result = fn()
+    return result, watch.hit
+
+
+X = torch.randn(33, 4).t()  # non-contiguous
+Y = torch.randn(33)  # broadcast against X
+CASES: dict[str, tuple[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]] = {
+    "softmax": ("_softmax", lambda x, y: torch.softmax(x, -1)),
+    "add": ("add", lambda x, y: torch.add(x, y, alpha=2)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_aten_serves_while_the_kernel_compiles_then_gems(slow: SlowCompiles, case: str) -> None:
+    op, fn = CASES[case]
+    aten = fn(X, Y)
+    reference = fn(X.double(), Y.double())
+    with gems_core.use_gems(include=[op]):
+        first, ran = _served(lambda: fn(X, Y))
+        assert not ran and slow.asked, "the first call waited for the compile"
+        assert torch.equal(first, aten)  # ATen's own result
+        asked = len(slow.asked)
+        again, ran = _served(lambda: fn(X, Y))
+        assert not ran and torch.equal(again, aten)
+        assert len(slow.asked) == asked, "a compile under way was started again"
+        slow.finish()
+        later, ran = _served(lambda: fn(X, Y))
+    assert ran, "gems' kernel did not serve once compiled"
+    torch.testing.assert_close(later.double(), reference, rtol=1.3e-6, atol=1e-5)
+
+
+def test_a_model_runs_on_aten_then_on_gems(slow: SlowCompiles) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
+                                torch.nn.Linear(16, 4))
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        aten = model(x)
+        reference = copy.deepcopy(model).double()(x.double())
+        with gems_core.use_gems(include=["linear", "gelu", "layer_norm"]):
+            first, ran = _served(lambda: model(x))
+            assert not ran and torch.equal(first, aten)
+            slow.finish()
+            later, ran = _served(lambda: model(x))
+    assert ran
+    torch.testing.assert_close(later.double(), reference, rtol=1e-5, atol=1e-5)
+
+
+#: inputs gems' kernels treat specially: 0-d, empty, broadcast (stride 0)
+EDGES = {"0-d": torch.tensor(1.5), "empty": torch.randn(0, 4), "broadcast": torch.randn(1, 4).expand(3, 4)}
+
+
+@pytest.mark.parametrize("edge", sorted(EDGES))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_edge_inputs_are_right_across_the_switch(slow: SlowCompiles, case: str, edge: str) -> None:
+    op, fn = CASES[case]
+    x = EDGES[edge]
+    y = torch.randn(x.shape[-1:])
+    aten, reference = fn(x, y), fn(x.double(), y.double())
+    with gems_core.use_gems(include=[op]):
+        first = fn(x, y)
+        slow.finish()
+        later = fn(x, y)
+    assert torch.equal(first, aten) and later.shape == aten.shape and later.dtype == aten.dtype
+    torch.testing.assert_close(later.double(), reference, rtol=1.3e-6, atol=1e-5)
+
+
+def _outcome(call: Callable[[], object]) -> str:
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
+        return f"{type(exc).__name__}: {exc}"
+    return "ok"
+
+
+def test_bad_inputs_raise_atens_errors_while_kernels_compile(slow: SlowCompiles) -> None:
+    x = torch.randn(3, 4)
+    calls = (lambda: torch.softmax(x, 2), lambda: torch.add(x, torch.randn(5)),
+             lambda: torch.add(x, x, out=torch.empty(3, 4, dtype=torch.int32)))
+    expected = [_outcome(call) for call in calls]
+    assert "ok" not in expected
+    with gems_core.use_gems(include=["_softmax", "add"]):
+        assert [_outcome(call) for call in calls] == expected
+
+
+def test_sync_mode_compiles_in_the_first_call(slow: SlowCompiles, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEMS_COMPILE", "sync")
+    x = torch.randn(5, 7)
+    with gems_core.use_gems(include=["_softmax"]):
+        y, ran = _served(lambda: torch.softmax(x, -1))
+    assert ran and not slow.asked
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), rtol=1.3e-6, atol=1e-5)
+
+
+def test_the_cpu_interpreter_defaults_to_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEMS_COMPILE", raising=False)
+    assert background.mode() == "sync"
+    monkeypatch.setenv("GEMS_COMPILE", "background")
+    assert background.mode() == "background"
+    monkeypatch.setenv("GEMS_COMPILE", "later")
+    with pytest.raises(ValueError, match="GEMS_COMPILE='later' is not understood"):
+        background.mode()
+
+
+def test_an_in_place_op_goes_to_aten_whole(slow: SlowCompiles) -> None:
+    x, y = torch.randn(6, 5), torch.randn(5)
+    expected = x.clone().add_(y, alpha=3)
+    target = x.clone()
+    with gems_core.use_gems(include=["add_"]):
+        result, ran = _served(lambda: target.add_(y, alpha=3))
+    assert result is target and not ran and slow.asked
+    assert torch.equal(target, expected)
+
+
+def _impl(name: str) -> Callable[..., object]:
+    return registry.all_impls()[name].fn
+
+
+def test_a_call_that_launched_nothing_goes_to_aten_untouched(slow: SlowCompiles) -> None:
+    """An op's body that would fill its output and then add to it: its first kernel is not
+    ready, so nothing is written and the call goes to ATen (NotReady)."""
+    slow.slow = {"fill": None}
+    out, y = torch.randn(7, 3), torch.randn(7, 3)
+    before = out.clone()
+    body = background.tracked(lambda: (_impl("fill_.Scalar")(out, 2.0), _impl("add_.Tensor")(out, y)))
+    with pytest.raises(background.NotReady):
+        body()
+    assert torch.equal(out, before) and slow.asked == ["fill"]
+
+
+def _start_compiling(step: Callable[[], object]) -> float:
+    """Meet ``step``'s kernel in a call of its own, which goes to ATen while it compiles."""
+    with pytest.raises(background.NotReady):
+        background.tracked(step)()
+    return time.perf_counter()
+
+
+def test_a_call_that_launched_waits_for_its_next_kernel(slow: SlowCompiles) -> None:
+    """The same body with the fill ready and the add compiling: once the fill wrote the
+    output the call may no longer go to ATen, so it waits for the add's compile."""
+    slow.slow = {"pointwise": 0.5}
+    out, y = torch.randn(7, 3), torch.randn(7, 3)
+    start = _start_compiling(lambda: _impl("add_.Tensor")(torch.randn(7, 3), y))
+    body = background.tracked(lambda: (_impl("fill_.Scalar")(out, 2.0), _impl("add_.Tensor")(out, y)))
+    with RouteWatch(KERNEL_RAN) as watch:
+        body()
+    assert time.perf_counter() - start >= 0.5 and watch.hit
+    assert slow.asked == ["pointwise", "fill"]
+    torch.testing.assert_close(out.double(), y.double() + 2.0, rtol=1.3e-6, atol=1e-5)
+
+
+def test_an_in_place_op_aten_served_inside_a_call_is_that_calls_write(slow: SlowCompiles) -> None:
+    """A body that copies into its output through the dispatcher (copy_, whose kernel is not
+    ready: ATen serves the copy) and then fills another: after the copy the call must not go
+    to ATen, so it waits for the fill's compile."""
+    slow.slow = {"pointwise": None, "fill": 0.5}
+    out, other, source = torch.randn(7, 3), torch.randn(4), torch.randn(7, 3, dtype=torch.float64)
+    start = _start_compiling(lambda: _impl("fill_.Scalar")(torch.randn(4), 3.0))
+    body = background.tracked(lambda: (out.copy_(source), _impl("fill_.Scalar")(other, 3.0)))
+    with gems_core.use_gems(include=["copy_"]):
+        body()
+    assert time.perf_counter() - start >= 0.5 and slow.asked == ["fill", "pointwise"]
+    assert torch.equal(out, source.float()) and torch.equal(other, torch.full((4,), 3.0))
+
+
+def test_a_dead_worker_degrades_to_sync_with_one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEMS_COMPILE", "background")
+    monkeypatch.setattr(background, "_failure", None)
+    monkeypatch.setattr(background, "_pools", {})
+    monkeypatch.setattr(background, "_worker_command", lambda: [sys.executable, "-c", "import sys; sys.exit(3)"])
+    # the interpreter's kernels have no job for a worker: give each one anyway
+    job = background.CompileJob("m", "k", "", (), {}, {}, {}, {}, None, "", "")
+    monkeypatch.setattr(background, "compiler", lambda name, _: background._start(name, job))
+    x = torch.randn(4, 9)
+    try:
+        with warnings.catch_warnings(record=True) as caught, gems_core.use_gems(include=["_softmax"]):
+            warnings.simplefilter("always")
+            deadline = time.monotonic() + 60
+            while True:
+                y, ran = _served(lambda: torch.softmax(x, -1))
+                torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), rtol=1.3e-6, atol=1e-5)
+                if ran or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            assert ran, "gems never served after the worker died"
+            assert background.mode() == "sync"
+            z, ran = _served(lambda: torch.softmax(x * 2, -1))  # a new signature: compiled in the call
+            assert ran
+    finally:
+        for cache in launch_cache.all_caches():
+            cache._pending.clear()
+    failures = [str(w.message) for w in caught if "background compiles failed" in str(w.message)]
+    assert len(failures) == 1, failures
+    assert "exited with status 3" in failures[0]
+
+
+#: kernels a worker compiles: one an op module defines, one generated into a file of gems' cache
+KERNELS = {
+    "module": """
+from gems_core.ops.factory import _arange_kernel as kernel
+args = (torch.empty(1000, dtype=torch.float32), 0.0, 1.0, 1000)
+constexprs = dict(ACC=tl.float32, F64_BITS=False, INT64=False, BLOCK_SIZE=256)
+""",
+    "generated": """
+from gems_core.codegen import pointwise
+from gems_core.ops import activation
+op = next(v for v in vars(activation).values()
+          if isinstance(v, pointwise.PointwiseOp) and v.fn_id.endswith(":_exp"))
+kernel = pointwise._load_generated(pointwise._generate(op.fn_id, 1, ("tensor",), op.promoted, 1, ())).pointwise_kernel
+args = (torch.empty(1000), torch.empty(1000), 1000, 1, 1)
+constexprs = dict(COMPUTE=tl.float32, BLOCK_SIZE=256, INT64=False)
+""",
+}
+
+WORKER_COMPILE = """
+import dataclasses, json
+import torch, triton
+import triton.language as tl
+from triton.compiler import ASTSource
+from gems_core import aot, background
+from gems_core.contract import TritonTarget
+{kernel}
+target = TritonTarget("cuda", 90, 32)
+backend, bind = aot._binder(kernel, target)
+job = background.job_for(kernel, args, aot._launch_kwargs(kernel, constexprs, 4, 2, {{}}),
+                         binder=(aot._gpu_target(target), backend, bind))
+seconds = background._pool().submit(job).result(timeout=240)
+# a kernel whose source the worker finds different is refused, not compiled as something else
+refused = background._pool().submit(dataclasses.replace(job, source_hash="0")).exception(timeout=240)
+
+def compiled_again(*args, **kwargs):
+    raise AssertionError("the kernel was compiled again")
+
+ASTSource.make_ir = compiled_again  # a hit in Triton's cache makes no IR
+source = ASTSource(kernel, job.signature, job.constexprs, job.attrs)
+compiled = triton.compile(source, target=job.target, options=job.options)
+print(json.dumps({{"seconds": seconds, "hit": compiled.metadata.name, "requires": job.requires,
+                  "refused": str(refused)}}))
+"""
+
+
+@pytest.mark.parametrize("kind", sorted(KERNELS))
+def test_a_worker_compiles_what_the_process_then_finds_in_its_cache(tmp_path, kind: str) -> None:
+    code = WORKER_COMPILE.format(kernel=KERNELS[kind])
+    result = run_code(code, env={"TRITON_CACHE_DIR": str(tmp_path / "triton"), "GEMS_CACHE_DIR": str(tmp_path)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome["seconds"] > 0 and "hashes differently in a worker" in outcome["refused"]
+    assert outcome["hit"] == ("_arange_kernel" if kind == "module" else "pointwise_kernel")
+    if kind == "generated":  # the worker imports the scalar function's module first
+        assert outcome["requires"] == ["gems_core.ops.activation"]
+
+
+def test_the_native_layer_builds_while_the_python_kernels_serve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With background compiles the layer's build (a minute on first use) runs in a thread:
+    the registration made meanwhile serves through Python, the next one through the layer."""
+    from gems_core import dispatch, native
+
+    monkeypatch.setenv("GEMS_COMPILE", "background")
+    monkeypatch.setenv("GEMS_NATIVE", "force")  # the layer fronts the interpreter's kernels too
+    for name, value in (("_module", None), ("_tried", False), ("_building", None), ("_problem", None)):
+        monkeypatch.setattr(native, name, value)
+    release = threading.Event()
+    build = native._build
+
+    def slow_build(quiet: bool) -> object:
+        assert release.wait(120)
+        return build(True)
+
+    monkeypatch.setattr(native, "_build", slow_build)
+    monkeypatch.setattr(native, "_built", lambda: False)
+    x = torch.randn(5, 7)
+    with gems_core.use_gems(include=["_softmax"]):
+        y, ran = _served(lambda: torch.softmax(x, -1))
+        assert ran and not dispatch.native_stats()  # served by Python while the layer builds
+    release.set()
+    native._building.join(300)
+    with gems_core.use_gems(include=["_softmax"]):
+        z, ran = _served(lambda: torch.softmax(x, -1))
+        assert ran and dispatch.native_stats()
+    assert torch.equal(y, z)
+    torch.testing.assert_close(z.double(), torch.softmax(x.double(), -1), rtol=1.3e-6, atol=1e-5)
