@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import triton
 
-from . import native, settings
+from . import background, native, settings
 from ._version import __version__
 from .contract import GATEABLE_DTYPES, KernelConfig, KernelOverride
 from .plugins import ENTRY_POINT_GROUP, BackendError, InstalledBackend, discover
@@ -94,6 +94,7 @@ def _selection_section(rt: Any) -> dict[str, Any]:
         "interpreter": execution.interpreter,
         "triton_backend": execution.triton_backend,
         "native_layer": native.describe(execution.device_type, execution.interpreter),
+        "compile": background.describe(),
     }
 
 
@@ -273,6 +274,7 @@ def _selection_lines(sel: Mapping[str, Any]) -> list[str]:
         f"  runs on:      {sel['runs_on']}; dispatch key {sel['dispatch_key']}",
         f"  emulated:     {emulated}",
         f"  native layer: {sel.get('native_layer', 'unknown')}",
+        f"  compiles:     {sel.get('compile', 'unknown')}",
     ]
 
 
@@ -464,7 +466,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="every config, op and tunable (the default is a summary)")
     parser.add_argument("--json", action="store_true", help="the whole report, machine-readable")
+    parser.add_argument("--coverage", metavar="SCRIPT", nargs=argparse.REMAINDER,
+                        help="run SCRIPT [ARGS...] once and list the ATen ops it calls that gems "
+                        "does not serve, with the share of calls gems serves")
     args = parser.parse_args(argv)
+    if args.coverage is not None:
+        if not args.coverage:
+            parser.error("--coverage needs a script to run")
+        from .coverage import main as coverage_main
+
+        return coverage_main(args.coverage[0], args.coverage[1:], args.json)
     report = collect()
     if args.json:
         print(json.dumps(report, indent=2, default=repr))

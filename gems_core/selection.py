@@ -9,7 +9,7 @@ Rules (explicit selection beats guessing):
   for ``GEMS_DEVICE``; none selects the built-in ``cpu`` reference backend.
 * plugins that failed to load and are not selected are skipped with a warning.
 * ``GEMS_COMPILE_TARGET=<backend>:<arch>[:<warp size>]`` (with ``GEMS_DEVICE``): compile-only
-  execution, for the compile tier (``python -m gems_core.compile_check``). The backend's
+  execution, for the compile tier (``python -m gems_conformance.compile_check``). The backend's
   policy applies, tensors live on the CPU, and each kernel launch is compiled ahead of time
   for that Triton target instead of being run. The warp size may be left out for a target
   the backend's descriptor lists.

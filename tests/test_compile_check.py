@@ -5,7 +5,7 @@ Cost: each check spawns one process per target that compiles for real. The check
 whole file run at once, as many processes at a time as there are cores, the longest first (a
 module fixture), so no core idles while one test's slowest target finishes. The op set is one
 op case per main kernel family, at the "kernel" dedupe level (each kernel function x config
-once); ``python -m gems_core.compile_check --device nvidia`` runs every op case (what it does
+once); ``python -m gems_conformance.compile_check --device nvidia`` runs every op case (what it does
 not reach is reported as not exercised).
 """
 
@@ -19,7 +19,7 @@ import pytest
 from plugin_factory import FakePlugin, write_site
 
 from gems_core import TritonTarget
-from gems_core.compile_check import ERROR, OK, check_backend, summarize
+from gems_conformance.compile_check import ERROR, OK, check_backend, summarize
 from gems_core.plugins import BackendError, discover
 from gems_core.selection import compile_targets, parse_target
 

@@ -304,7 +304,7 @@ _AOT_SCRIPT = textwrap.dedent("""
 
 def test_compiles_ahead_of_time_for_sm90() -> None:
     pytest.importorskip("gems_backend_nvidia")
-    from gems_core.compile_check import _compiler_missing
+    from gems_conformance.compile_check import _compiler_missing
 
     target = TritonTarget("cuda", 90, 32)
     if _compiler_missing(target):

@@ -3,7 +3,7 @@ for each of its Triton targets, with resource use checked against its limits. No
 needed where the installed Triton targets the chip (upstream: cuda sm_80/sm_90, hip
 gfx90a/gfx942).
 
-    python -m gems_core.compile_check --device nvidia [--target cuda:90] [--json out.json]
+    python -m gems_conformance.compile_check --device nvidia [--target cuda:90] [--json out.json]
 
 Each target is checked in a child process in compile-only execution
 (``GEMS_DEVICE=<name> GEMS_COMPILE_TARGET=<target>``, ``TRITON_INTERPRET`` unset): there
@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .contract import KernelConfig, Limits, TritonTarget
+from gems_core.contract import KernelConfig, Limits, TritonTarget
 
 OK, ERROR, OVER_LIMITS, HOST_ERROR, NOT_EXERCISED = (
     "ok", "error", "over_limits", "host_error", "not_exercised",
@@ -85,7 +85,7 @@ def check_backend(
     driven (case names or ATen names); ``dedupe`` is one of :data:`DEDUPE_LEVELS`. Targets
     are checked in parallel child processes."""
     if targets is None:
-        from .selection import compile_targets
+        from gems_core.selection import compile_targets
 
         targets = compile_targets(_descriptor(name))
     if not targets:
@@ -97,7 +97,7 @@ def check_backend(
 
 
 def _descriptor(name: str) -> Any:
-    from .plugins import BackendError, discover
+    from gems_core.plugins import BackendError, discover
 
     installed = discover()
     backend = installed.get(name)
@@ -145,7 +145,7 @@ def _check_target(
         # a cache of its own: every kernel is really compiled, and ptxas reports on each
         env["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton-cache")
         env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-        command = [sys.executable, "-m", "gems_core.compile_check", "--worker", "--json", str(out)]
+        command = [sys.executable, "-m", "gems_conformance.compile_check", "--worker", "--json", str(out)]
         command += ["--profile", profile, "--dedupe", dedupe]
         if ops:
             command += ["--ops", ",".join(ops)]
@@ -179,11 +179,11 @@ def check_in_process(
 ) -> list[CompileRecord]:
     """The compile check in this process, which must run compile-only execution (see the
     module docstring); :func:`check_backend` runs it for each target."""
-    from . import aot, runtime, tuning
+    from gems_core import aot, runtime, tuning
 
     rt = runtime.current()
     if not rt.compile_only:
-        raise RuntimeError("check_in_process needs GEMS_COMPILE_TARGET (see gems_core.compile_check)")
+        raise RuntimeError("check_in_process needs GEMS_COMPILE_TARGET (see gems_conformance.compile_check)")
     target = rt.selection.execution.compile_target
     limits = rt.selection.descriptor.limits_for(target.arch)
     records = _dropped_option_records(rt.policy.dropped_options, target)
@@ -220,8 +220,8 @@ def _variant_records(rt: Any, target: TritonTarget, limits: Limits,
                      ops: Sequence[str] | None) -> list[CompileRecord]:
     """The selected backend's kernel variants compiled for ``target`` (each compile its
     ``compiles`` lists), within ``ops`` when given (a point belongs to its op)."""
-    from . import aot
-    from .variants import POINT_OPS
+    from gems_core import aot
+    from gems_core.variants import POINT_OPS
 
     records = []
     for point, entry in sorted(rt.policy.variants.items()):
@@ -274,7 +274,7 @@ def _drive_case(
     case: _Case, round_index: int, spaces: dict[str, Any], used_by: dict[tuple[str, str], set[str]],
     context: _Context, records: list[CompileRecord], target: TritonTarget, rt: Any,
 ) -> None:
-    from .dispatch import use_gems
+    from gems_core.dispatch import use_gems
 
     name, overloads, dtypes, call, samples = case
     todo = [
@@ -323,7 +323,7 @@ def _drive(call: Callable[..., Any], sample: Any, context: _Context, target: Tri
 
 
 def _record(result: Any, spaces: dict[str, Any], limits: Limits, context: _Context) -> CompileRecord:
-    from .aot import resource_usage
+    from gems_core.aot import resource_usage
 
     params = {p for c in spaces.get(result.name, ()) for p in c.params}
     config = KernelConfig(
@@ -375,7 +375,7 @@ def _limit_problems(
 
 
 def _dropped_option_records(dropped: Iterable[str], target: TritonTarget) -> list[CompileRecord]:
-    from .compat import TRITON_VERSION
+    from gems_core.compat import TRITON_VERSION
 
     records = []
     for entry in dropped:  # "kernel: option=value"
@@ -404,7 +404,7 @@ _Case = tuple[str, tuple[str, ...], tuple[Any, ...], Callable[..., Any], Callabl
 def _select_cases(ops: Sequence[str] | None, profile: str) -> list[_Case]:
     import torch
 
-    from .registry import all_impls
+    from gems_core.registry import all_impls
 
     served = all_impls()
     wanted = set(ops or ())
@@ -426,7 +426,7 @@ def _sampler(case: Any, device: Any, profile: str) -> Callable[[Any], Iterator[A
 
 def _op_cases() -> dict[str, Any]:
     try:
-        from gems_conformance.cases import all_cases
+        from .cases import all_cases
     except ImportError:
         return _builtin_cases()
     return all_cases()
@@ -498,7 +498,7 @@ def summarize(records: Sequence[CompileRecord]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m gems_core.compile_check",
+        prog="python -m gems_conformance.compile_check",
         description="Compile every gems kernel x tuned config of a backend ahead of time for "
         "its Triton targets, and check resource use against its limits.",
     )
@@ -521,7 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--device is required")
     targets = None
     if args.target:
-        from .selection import parse_target
+        from gems_core.selection import parse_target
 
         descriptor = _descriptor(args.device)
         targets = [parse_target(spec, descriptor) for spec in args.target]

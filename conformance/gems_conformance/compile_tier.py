@@ -1,15 +1,12 @@
 """The compile tier: every kernel x tuned config compiled ahead of time for the chip's targets.
 
-The checking itself is gems_core's (``gems_core.compile_check.check_backend``); this module
-runs it and turns its answers into report records. Where that module is absent, the tier is
-skipped with that reason.
+The checking itself is :func:`gems_conformance.compile_check.check_backend`; this module runs
+it and turns its answers into report records.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,20 +21,6 @@ _STATUS_WORDS = {
     "host_error": R.ERROR, "not_exercised": R.NOT_SUPPORTED, "skip": R.NOT_SUPPORTED, "skipped": R.NOT_SUPPORTED, "not supported": R.NOT_SUPPORTED,
     "unsupported": R.NOT_SUPPORTED, "xfail": R.XFAIL, "xpass": R.XPASS,
 }
-
-
-def load_checker() -> tuple[Any, str]:
-    """(check_backend, "") or (None, why the tier is skipped)."""
-    try:
-        module = importlib.import_module("gems_core.compile_check")
-    except ModuleNotFoundError as exc:
-        if exc.name == "gems_core.compile_check":
-            return None, "gems_core.compile_check is not available in this gems-core"
-        raise
-    check = getattr(module, "check_backend", None)
-    if check is None:
-        return None, "gems_core.compile_check has no check_backend()"
-    return check, ""
 
 
 def _as_dict(item: Any) -> dict[str, Any]:
@@ -97,18 +80,12 @@ def to_record(item: Any) -> Record:
 
 def check_compile(ops: Sequence[str] = (), profile: str = "quick") -> tuple[list[Record], str]:
     """(records, "") or ([], why the tier was skipped). ``ops`` (op case names) and
-    ``profile`` are passed on where check_backend accepts them."""
+    ``profile`` are passed on to check_backend."""
     descriptor = runtime.current().selection.descriptor
     if descriptor.interpreter and not descriptor.compile_targets:
         return [], "the backend runs kernels in the Triton interpreter: nothing to compile ahead of time"
-    check, why = load_checker()
-    if check is None:
-        return [], why
-    accepted = inspect.signature(check).parameters
-    kwargs: dict[str, Any] = {}
-    if "ops" in accepted and ops:
-        kwargs["ops"] = list(ops)
-    if "profile" in accepted:
-        kwargs["profile"] = profile
+    from .compile_check import check_backend
+
     name = runtime.current().selection.backend.name
-    return [to_record(item) for item in check(name, **kwargs)], ""
+    records = check_backend(name, ops=list(ops) if ops else None, profile=profile)
+    return [to_record(item) for item in records], ""

@@ -15,7 +15,7 @@ import importlib, json, sys
 from types import SimpleNamespace
 import triton
 from gems_core import KernelVariant, TritonTarget
-from gems_core.compile_check import _variant_records
+from gems_conformance.compile_check import _variant_records
 
 module_name, point, op, ptx_config = sys.argv[1:5]
 A = importlib.import_module(module_name)
