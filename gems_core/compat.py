@@ -22,6 +22,10 @@ SUPPORTED_TRITON = ">=3.6,<3.10"
 SUPPORTED_TORCH = ">=2.11,<2.14"
 
 
+def _no_kernel(message: str, keyset: Any, *args: Any, **kwargs: Any) -> Any:
+    raise NotImplementedError(message)
+
+
 def aten_kernel(op_name: str, dispatch_key: str) -> Callable[..., Any]:
     """ATen's own kernel for ``op_name`` ("aten::add.Tensor") on ``dispatch_key``, captured
     so gems can call it after overriding that key. Returns ``call(keyset, *args, **kwargs)``.
@@ -30,7 +34,10 @@ def aten_kernel(op_name: str, dispatch_key: str) -> Callable[..., Any]:
     arrives as ``add.Tensor(x, 2)``), and the boxed call rejects a number there; such numbers
     go back as 0-d tensors of the promoted dtype, which promote exactly as the wrapped number
     did."""
-    call = torch._C._dispatch_get_computed_kernel_for_dispatch_key(op_name, dispatch_key).call_boxed
+    try:
+        call = torch._C._dispatch_get_computed_kernel_for_dispatch_key(op_name, dispatch_key).call_boxed
+    except RuntimeError:  # an operator ATen serves on other devices only (cudnn_batch_norm on the CPU)
+        return functools.partial(_no_kernel, f"Could not run '{op_name}' with arguments from the '{dispatch_key}' backend.")
     packet, _, overload = op_name.removeprefix("aten::").partition(".")
     schema = getattr(getattr(torch.ops.aten, packet), overload or "default")._schema
     tensor_args = {
@@ -60,7 +67,13 @@ def _is_number(value: Any) -> bool:
 
 def _as_tensor(value: Any, tensors: list[torch.Tensor]) -> torch.Tensor:
     dtype = torch.result_type(tensors[0], value) if tensors else None
-    return torch.tensor(value, dtype=dtype)
+    try:
+        return torch.tensor(value, dtype=dtype)
+    except RuntimeError:  # a number the promoted dtype cannot hold (int8 + 1000, float16 + 1e300)
+        # at its own width the number promotes as the wrapped number did (a 0-d tensor of the
+        # same kind yields to the tensors with dimensions), and ATen's kernel converts it as it
+        # converts a wrapped number: modulo for integers, to inf for floats
+        return torch.tensor(value)
 
 
 @functools.cache

@@ -267,3 +267,19 @@ def test_float64_fills_whose_bit_pattern_fits_32_bits(value: float) -> None:
     assert torch.equal(got.signbit(), torch.full((5,), value, dtype=torch.float64).signbit())
     assert torch.equal(zeros, torch.zeros(3, dtype=torch.float64))
     assert torch.equal(ramp, torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64))
+
+
+@pytest.mark.parametrize(("dtype", "number"), [(torch.int8, 1000), (torch.uint8, -3), (torch.float16, 1e300),
+                                               (torch.int32, 2.5), (torch.bool, 7)])
+def test_a_call_handed_to_aten_converts_numbers_as_aten_does(dtype: torch.dtype, number: Any) -> None:
+    """A Python number a gems kernel hands back to ATen (say, for a dtype a backend leaves to
+    ATen) is converted as ATen converts a wrapped number: int8 + 1000 wraps, a float too
+    large for float16 becomes inf; never an overflow error ATen would not raise."""
+    from gems_core.compat import aten_kernel
+
+    x = make_tensor((7,), dtype, "cpu") if dtype != torch.bool else torch.tensor([True, False] * 3)
+    call = aten_kernel("aten::add.Tensor", "CPU")
+    keyset = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.CPU)
+    got, want = call(keyset, x, number), torch.add(x, number)
+    assert got.dtype == want.dtype
+    assert torch.equal(got, want)
