@@ -40,7 +40,7 @@ print(h.hexdigest())' pyproject.toml conformance/pyproject.toml backends/*/pypro
 installed() {
     "$PY" -c 'import importlib.util as u, sys
 sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' \
-        torch triton gems_core gems_conformance pytest "gems_backend_"{nvidia,amd,iluvatar,metax,kunlunxin}
+        torch triton gems_core gems_conformance pytest xdist "gems_backend_"{nvidia,amd,iluvatar,metax,kunlunxin}
 }
 
 setup() {
@@ -77,7 +77,7 @@ case "${1:-demo}" in
     test)
         setup; shift || true
         echo "==> pytest (the whole suite: about 20 min on 2 cores, kernels running in Triton's" \
-             "CPU interpreter; ./run.sh test -k <words> runs a part)" >&2
-        exec "$PY" -m pytest -q "$@" ;;
+             "CPU interpreter, one worker a core; ./run.sh test -k <words> runs a part)" >&2
+        exec "$PY" -m pytest -q -n auto "$@" ;;
     *) echo "usage: ./run.sh [setup|demo|test] [args...]" >&2; exit 2 ;;
 esac
