@@ -54,7 +54,7 @@ def device_model() -> str:
     return compat.device_name(launch_cache._current_device())
 
 
-def _capturing() -> bool:
+def capturing() -> bool:
     """Whether the current CUDA stream is capturing a graph."""
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
@@ -150,7 +150,7 @@ class Tunable:
                 if _log.isEnabledFor(logging.DEBUG):
                     logs.once(_log, ("tuning", self.name, model, key), "%s %r on %s: %s (%s)",
                               self.name, key, model, chosen.describe(), how)
-                if not _capturing():  # a pick made while capturing was not tuned: tune later
+                if not capturing():  # a pick made while capturing was not tuned: tune later
                     self._chosen[model, key] = chosen
         return chosen
 
@@ -188,7 +188,7 @@ class Tunable:
             # benchmarking compiles every candidate on the model's path; warmup and tune
             # (which compile synchronously) tune, and later processes find their choice
             return configs[0], "the first config: kernels compile in the background (GEMS_COMPILE)"
-        if _capturing():
+        if capturing():
             # a CUDA graph is being captured (torch.compile's "reduce-overhead", a serving
             # engine's decode graph): a benchmark's launches would join the graph and its timing
             # events are refused, so the graph keeps the first config

@@ -76,13 +76,13 @@ def test_a_capture_takes_the_stored_or_first_config_and_tunes_later(
         timed.append(config.params["BLOCK"])
         return {64: 3.0, 128: 1.0, 256: 2.0}[config.params["BLOCK"]]
 
-    monkeypatch.setattr(tuning, "_capturing", lambda: True)
+    monkeypatch.setattr(tuning, "capturing", lambda: True)
     assert gpu_like.choose(("k", 7), bench).params["BLOCK"] == 64
     assert timed == []
-    monkeypatch.setattr(tuning, "_capturing", lambda: False)
+    monkeypatch.setattr(tuning, "capturing", lambda: False)
     assert gpu_like.choose(("k", 7), bench).params["BLOCK"] == 128
     assert timed == [64, 128, 256]
     gpu_like._chosen.clear()  # a new process that captures first: the disk's choice serves
-    monkeypatch.setattr(tuning, "_capturing", lambda: True)
+    monkeypatch.setattr(tuning, "capturing", lambda: True)
     assert gpu_like.choose(("k", 7), bench).params["BLOCK"] == 128
     assert timed == [64, 128, 256]

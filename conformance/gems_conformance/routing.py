@@ -49,20 +49,20 @@ class RouteWatch:
         self.codes = frozenset(codes)
         self.hit = False
         self._previous: Any = None
-        self._ops = frozenset()
-        if self.codes:
-            overrides = runtime.current().policy.overrides
-            self._ops = frozenset(name for name, impl in registry.all_impls().items()
-                                  if {_code_of(impl.fn), _code_of(overrides.get(name))} & self.codes)
+        self._ops: frozenset[str] | None = None  # the overloads ``codes`` implement, once needed
         self._replays = 0
 
     def _native_replays(self) -> int:
-        if not self._ops:
-            return 0
         from gems_core.dispatch import native_stats
 
-        return sum(s.get("hits", 0) for s in native_stats()
-                   if s.get("op") in self._ops and not s.get("gate"))
+        stats = native_stats()  # empty where no native layer serves (the CPU interpreter)
+        if not stats or not self.codes:
+            return 0
+        if self._ops is None:
+            overrides = runtime.current().policy.overrides
+            self._ops = frozenset(name for name, impl in registry.all_impls().items()
+                                  if {_code_of(impl.fn), _code_of(overrides.get(name))} & self.codes)
+        return sum(s.get("hits", 0) for s in stats if s.get("op") in self._ops and not s.get("gate"))
 
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call" and frame.f_code in self.codes:

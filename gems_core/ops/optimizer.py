@@ -227,7 +227,7 @@ def _upload(host: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, tor
 
 def _make_room(cache: dict[Any, Any]) -> None:
     # entries made while a graph was captured may be read by its replays: never dropped then
-    if len(cache) >= _MAX_TABLES and not tuning._capturing():
+    if len(cache) >= _MAX_TABLES and not tuning.capturing():
         cache.clear()
 
 
