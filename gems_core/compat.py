@@ -102,6 +102,12 @@ def accepted_options(backend: str | None) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(cls))
 
 
+def gpu_triton_backend() -> str:
+    """The Triton backend of the GPUs ``torch.cuda`` drives here: "hip" on ROCm builds of
+    torch, else "cuda"."""
+    return "hip" if torch.version.hip is not None else "cuda"
+
+
 def current_stream(device_index: int) -> int:
     return _driver.active.get_current_stream(device_index)
 

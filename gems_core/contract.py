@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: torch dtype names a backend may gate; the keys of :class:`DtypeSupport`.
-GATEABLE_DTYPES = ("float64", "bfloat16", "int64")
+GATEABLE_DTYPES = ("float64", "bfloat16", "int64", "float8_e4m3fn", "float8_e5m2")
 
 
 @dataclass(frozen=True)
@@ -25,9 +25,14 @@ class TritonTarget:
     warp_size: int
 
 
+#: the values of :attr:`Limits.pipelining`
+PIPELINING = ("stages", "stream")
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Hardware limits every tuned config must stay within."""
+    """Hardware limits every tuned config must stay within, and the facts of the chip (and of
+    its Triton) that the portable kernels size and choose their tiles by."""
 
     max_warps: int
     max_threads_per_block: int
@@ -35,6 +40,18 @@ class Limits:
     max_grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
     #: the largest block (elements per program along one axis) a kernel may use; 0 = no limit
     max_block_elements: int = 0
+    #: how Triton's software pipeliner holds a loop's tiles in shared memory: "stages"
+    #: (``num_stages`` buffers of each pipelined tile, both operands of a dot in shared
+    #: memory, as upstream Triton's NVIDIA pipeliner does) or "stream" (``num_stages - 1``
+    #: buffers, a dot's first operand in registers, as its AMD stream pipeliner does)
+    pipelining: str = "stages"
+    #: programs of one launch may hand results to each other through acquire-release atomic
+    #: counters (attention decode then merges its key splits in the same launch; otherwise a
+    #: second kernel merges them)
+    fused_merge: bool = False
+    #: Triton moves tiles through host tensor descriptors on this chip (bulk copies, TMA on
+    #: NVIDIA Hopper and later): the core's tensor-descriptor GEMM may serve large products
+    tensor_descriptors: bool = False
 
 
 @dataclass(frozen=True)
@@ -45,6 +62,9 @@ class DtypeSupport:
     float64: bool = True
     bfloat16: bool = True
     int64: bool = True
+    #: the float8 formats: off unless a chip declares them
+    float8_e4m3fn: bool = False
+    float8_e5m2: bool = False
 
     def unsupported(self) -> frozenset[str]:
         return frozenset(name for name in GATEABLE_DTYPES if not getattr(self, name))
@@ -202,3 +222,70 @@ class KernelVariant:
     fn: Callable[..., Any]
     reason: str = ""
     compiles: Callable[[TritonTarget], Iterable[VariantCompile]] | None = None
+
+
+@dataclass(frozen=True)
+class NativeLaunch:
+    """How the native dispatch layer (:mod:`gems_core.native`) launches compiled kernels on
+    the chip: the driver's entry points as addresses of C functions (``ctypes.cast(fn,
+    ctypes.c_void_p).value``), answered by ``gems_native_launch``. Each returns an ``int``
+    status, 0 on success, with the signatures of CUDA's driver API (which HIP's mirrors):
+
+    - ``launch(function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes,
+      stream, void** params, void** extra)``;
+    - ``context_get(void** context)``, ``context_set(void* context)``, ``device_get(int*
+      device, int ordinal)``, ``primary_context_retain(void** context, int device)``: the
+      device's primary context made current on a thread that has none;
+    - ``error_string(status, const char** text)``: optional (0), errors then read as numbers;
+    - ``encode_tensor_map(void* map, int data_type, unsigned rank, void* address, const
+      uint64_t* dims, const uint64_t* byte_strides, const unsigned* box, const unsigned*
+      element_strides, int interleave, int swizzle, int l2_promotion, int oob_fill)``:
+      optional (0), calls whose kernels take tensor maps then keep the Python path.
+
+    ``library`` is kept with the answer for as long as the process uses the addresses (the
+    loaded driver library, say). ``torch_launcher``: PyTorch's launcher of Triton-compiled
+    kernels (the one ``torch.compile`` uses) launches this chip's kernels, and gems' launch
+    cache goes through it (which is also how the layer learns the launches it repeats)."""
+
+    launch: int
+    context_get: int
+    context_set: int
+    device_get: int
+    primary_context_retain: int
+    error_string: int = 0
+    encode_tensor_map: int = 0
+    torch_launcher: bool = False
+    library: Any = field(default=None, compare=False, repr=False)
+
+    #: the entry points the layer cannot do without
+    REQUIRED = ("launch", "context_get", "context_set", "device_get", "primary_context_retain")
+
+    def problem(self) -> str:
+        """Why the layer cannot use these entry points ("" when it can)."""
+        for name in (*self.REQUIRED, "error_string", "encode_tensor_map"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 0 or value >= 2**64:
+                return f"NativeLaunch.{name} must be a C function's address as an int, not {value!r}"
+            if value == 0 and name in self.REQUIRED:
+                return f"NativeLaunch.{name} is a null address"
+        return ""
+
+
+@dataclass(frozen=True)
+class LaunchedKernel:
+    """A compiled kernel as the native dispatch layer launches it, for reporting a backend's
+    own launches (:func:`gems_core.launches.report`): the driver's ``function`` handle,
+    ``threads`` per block, dynamic ``shared`` memory in bytes and one ``codes`` letter per
+    kernel parameter, in order: ``O`` an address (or None), ``i`` ``l`` ``b`` ``h`` signed and
+    ``I`` ``K`` ``B`` ``H`` unsigned integers of 32, 64, 8 and 16 bits, ``f`` ``d`` 32- and
+    64-bit floats, ``T`` a tensor map (:class:`gems_core.launches.TensorMap`)."""
+
+    function: int
+    threads: int
+    shared: int
+    codes: str
+
+    @property
+    def native(self) -> tuple[int, int, int, str, None]:
+        """The launch spec the recorder reads (no parameter selection: every one is passed)."""
+        return (self.function, self.threads, self.shared, self.codes, None)

@@ -319,19 +319,40 @@ def _register(ops: frozenset[str]) -> _State:
     return _State(ops=frozenset(served), library=library, native=registration, native_autograd=gates)
 
 
+#: native replays of registrations since closed, per op: with the open one's, a count that
+#: only grows (what a routing check compares before and after a block)
+_retired_hits: dict[str, int] = {}
+
+
 def _unregister(state: _State | None) -> None:
     if state is not None:
+        for row in native.stats(state.native):
+            _retired_hits[row["op"]] = _retired_hits.get(row["op"], 0) + row.get("hits", 0)
         state.close()
 
 
 def native_stats() -> list[dict[str, Any]]:
     """Per op served by the native dispatch layer now: recipes kept, calls served from
-    them (``hits``), calls that ran Python, calls recorded and refused; for each gate on the
-    Autograd key (``"gate": True``), calls sent below autograd and calls that ran Python."""
+    them (``hits``), calls that ran Python, calls recorded and refused, length-generic
+    recipes kept and the calls of new keys they served (``generic_hits``, counted in
+    ``hits`` too); for each gate on the Autograd key (``"gate": True``), calls sent below
+    autograd and calls that ran Python."""
     state = _current
     if state is None:
         return []
     return native.stats(state.native) + native.stats(state.native_autograd)
+
+
+def native_hits(ops: Iterable[str]) -> int:
+    """Calls of ``ops`` the native dispatch layer has served from recipes in this process,
+    over every registration so far (a replay runs no Python: it was recorded from gems'
+    kernel)."""
+    wanted = set(ops)
+    total = sum(n for op, n in _retired_hits.items() if op in wanted)
+    state = _current
+    if state is not None:
+        total += sum(row.get("hits", 0) for row in native.stats(state.native) if row["op"] in wanted)
+    return total
 
 
 def _switch(ops: frozenset[str] | None, force: bool = False) -> None:

@@ -26,6 +26,12 @@ Names used in answers:
 * dtype names are torch's (``"float32"``);
 * variant points are the keys of ``gems_core.variants.POINTS``, which documents the
   signature of each (``gems_kernel_variants``).
+
+A backend's own kernels (variants) that launch outside gems' launch cache report their
+launches through :mod:`gems_core.launches`, so that the native dispatch layer repeats them:
+that module, this one, :mod:`gems_core.contract`, ``gems_core.configs``,
+``gems_core.shipped`` and the names ``gems_core`` exports are the public contract a backend
+imports (:data:`PUBLIC_MODULES`); everything else in gems_core may change between releases.
 """
 
 from __future__ import annotations
@@ -42,8 +48,13 @@ from .contract import (
     KernelConfig,
     KernelOverride,
     KernelVariant,
+    NativeLaunch,
     OpGate,
 )
+
+#: the gems_core modules a backend plugin may import
+PUBLIC_MODULES = ("gems_core", "gems_core.contract", "gems_core.hookspecs", "gems_core.configs",
+                  "gems_core.shipped", "gems_core.launches")
 
 PROJECT = "gems_core"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -60,8 +71,9 @@ def gems_descriptor() -> BackendDescriptor:  # type: ignore[empty-body]
 @hookspec(firstresult=True)
 def gems_detect() -> DetectedDevice | None:
     """Required. Is this vendor's hardware present? Answer cheaply from what torch already
-    knows (``torch.version.hip``, device names, vendor attributes on ``torch``) and return
-    the device's name and arch key, or ``None``. Never start a vendor CLI."""
+    knows (the build's ``torch.version`` fields, device names, vendor attributes on
+    ``torch``) and return the device's name and arch key, or ``None``. Never start a vendor
+    CLI."""
 
 
 @hookspec(firstresult=True)
@@ -113,3 +125,15 @@ def gems_kernel_variants(arch: str) -> Iterable[KernelVariant]:
     what it accepts; the portable kernel serves the rest. For a kernel a chip can run much
     faster in its own form (a vendor-specific language or instruction set) while the core's
     kernel stays the reference everywhere else."""
+
+
+@hookspec(firstresult=True)
+def gems_native_launch() -> NativeLaunch | None:
+    """How compiled kernels are launched on this chip, for the native dispatch layer (which
+    repeats a call's recorded launches from C++, :mod:`gems_core.native`): the driver's entry
+    points as addresses (:class:`~gems_core.contract.NativeLaunch`; the NVIDIA backend looks
+    them up in NVIDIA's driver library, a HIP backend would in HIP's). Asked once, when gems
+    selects a backend that runs kernels on a device, of the backend whose hardware runs them
+    (under ``GEMS_EMULATE``, the one that detects the device present). Without an answer the
+    layer stays off and every call takes the Python path; an answer that raises, or whose
+    addresses are not ints, turns it off with the reason in ``python -m gems_core info``."""

@@ -93,7 +93,7 @@ def _selection_section(rt: Any) -> dict[str, Any]:
         "device_type": execution.device_type,
         "interpreter": execution.interpreter,
         "triton_backend": execution.triton_backend,
-        "native_layer": native.describe(execution.device_type, execution.interpreter),
+        "native_layer": native.describe(execution),
         "compile": background.describe(),
     }
 

@@ -422,9 +422,10 @@ _TORCH_ARG_TYPES = {
 
 
 def plain_launch(metadata: Any) -> bool:
-    """Whether a compiled kernel launches with a plain ``cuLaunchKernel``: one CTA per
-    program and no cluster, no cooperative or programmatic-dependent launch, no scratch
-    memory for the launcher to allocate."""
+    """Whether a compiled kernel launches with the driver's plain kernel launch (the one
+    :class:`~gems_core.contract.NativeLaunch` hands the native layer): one CTA per program
+    and no cluster, no cooperative or programmatic-dependent launch, no scratch memory for
+    the launcher to allocate."""
     if getattr(metadata, "num_ctas", 1) != 1 or any(
         getattr(metadata, flag, False) for flag in ("launch_cooperative_grid", "launch_pdl")
     ):
@@ -435,15 +436,14 @@ def plain_launch(metadata: Any) -> bool:
 
 
 def torch_launcher(compiled: Any) -> Launcher | None:
-    """A launch through PyTorch's own launcher for Triton-compiled CUDA kernels (the one
+    """A launch through PyTorch's own launcher for Triton-compiled kernels (the one
     ``torch.compile`` uses), reusing the kernel Triton loaded: a fixed C++ entry point with
-    no per-launch Python. None where it does not apply (no CUDA build of torch, ROCm,
-    clusters, cooperative or programmatic-dependent launches, tensor descriptors, launch
-    hooks, scratch memory)."""
-    import torch
-
+    no per-launch Python. Used where the backend running the kernels says it launches them
+    (``NativeLaunch.torch_launcher``: :func:`launcher_for`). None where it does not apply (a
+    torch without it, clusters, cooperative or programmatic-dependent launches, tensor
+    descriptors, launch hooks, scratch memory)."""
     impl = getattr(torch._C, "_StaticCudaLauncher", None)
-    if impl is None or torch.version.hip is not None:
+    if impl is None:
         return None
     metadata = compiled.metadata
     if not plain_launch(metadata):
@@ -511,11 +511,12 @@ def _hook_in_use(hook: Any) -> bool:
 
 def launcher_for(compiled: Any) -> Launcher:
     """How a compiled kernel is launched: ``GEMS_LAUNCHER`` picks ``torch`` (PyTorch's
-    launcher, :func:`torch_launcher`), ``direct`` (Triton's native launch function, called
-    directly: :func:`fast_launcher`) or ``triton`` (Triton's launcher object as is); the
-    default takes the first of those that applies."""
+    launcher, :func:`torch_launcher`, where the backend running the kernels allows it),
+    ``direct`` (Triton's native launch function, called directly: :func:`fast_launcher`) or
+    ``triton`` (Triton's launcher object as is); the default takes the first of those that
+    applies."""
     choice = settings.get("GEMS_LAUNCHER")
-    if choice in ("auto", "torch"):
+    if choice in ("auto", "torch") and _torch_launches():
         launcher = torch_launcher(compiled)
         if launcher is not None:
             return launcher
@@ -577,6 +578,15 @@ def fast_launcher(compiled: Any, direct: bool = True) -> Launcher:
         native(gx, gy, gz, stream, function, *fixed, *args)
 
     return direct
+
+
+def _torch_launches() -> bool:
+    """Whether the backend running the kernels launches them through PyTorch's launcher."""
+    from . import runtime
+
+    rt = runtime.peek()
+    launch = rt.selection.execution.launch if rt is not None else None
+    return launch is not None and launch.torch_launcher
 
 
 def _compile_target() -> Any:

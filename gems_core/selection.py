@@ -17,14 +17,15 @@ Rules (explicit selection beats guessing):
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 
-from . import settings
-from .contract import BackendDescriptor, TritonTarget
+from . import compat, settings
+from .contract import BackendDescriptor, NativeLaunch, TritonTarget
 from .plugins import BackendError, InstalledBackend, check_triton_range, discover
 
 
@@ -38,6 +39,11 @@ class Execution:
     triton_backend: str | None  # the Triton backend compiling kernels; None = interpreter
     #: compile-only execution: launches are compiled for this target, never run
     compile_target: TritonTarget | None = None
+    #: how compiled kernels are launched on the device, from the backend whose hardware runs
+    #: them (``gems_native_launch``): the native dispatch layer is on only with it
+    launch: NativeLaunch | None = None
+    #: why there is no ``launch`` where a backend was asked for it ("" otherwise)
+    launch_problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,23 +79,45 @@ def device_type_problem(descriptor: BackendDescriptor, emulated: bool) -> str:
     return ""
 
 
-def _native_execution(descriptor: BackendDescriptor) -> Execution:
+def _native_execution(backend: InstalledBackend) -> Execution:
+    descriptor = backend.descriptor
+    assert descriptor is not None
     problem = device_type_problem(descriptor, emulated=False)
     if problem:
         raise BackendError(f"backend {descriptor.name!r}: {problem}")
-    return Execution(
+    execution = Execution(
         device_type=descriptor.device_type,
         dispatch_key=descriptor.dispatch_key,
         interpreter=descriptor.interpreter,
         triton_backend=None if descriptor.interpreter else descriptor.target.backend,
     )
+    return execution if descriptor.interpreter else _with_launch(execution, backend)
 
 
-def _emulated_execution() -> Execution:
+def _emulated_execution(installed: Mapping[str, InstalledBackend]) -> Execution:
     if torch.cuda.is_available():
-        backend = "hip" if torch.version.hip is not None else "cuda"
-        return Execution("cuda", "CUDA", interpreter=False, triton_backend=backend)
+        execution = Execution("cuda", "CUDA", interpreter=False, triton_backend=compat.gpu_triton_backend())
+        # kernels launch on the device present: as the backend that detects it launches them
+        present = [b for b in installed.values() if b.ok and not b.builtin and b.detected]
+        return _with_launch(execution, present[0]) if len(present) == 1 else execution
     return Execution("cpu", "CPU", interpreter=True, triton_backend=None)
+
+
+def _with_launch(execution: Execution, backend: InstalledBackend) -> Execution:
+    """``execution`` with ``backend``'s answer to ``gems_native_launch`` (or why it has none)."""
+    try:
+        launch = backend.call("gems_native_launch")
+    except BackendError as exc:
+        return dataclasses.replace(execution, launch_problem=str(exc))
+    if launch is None:
+        return execution
+    if not isinstance(launch, NativeLaunch):
+        problem = f"gems_native_launch() answered a {type(launch).__name__}, not a NativeLaunch"
+    else:
+        problem = launch.problem()
+    if problem:
+        return dataclasses.replace(execution, launch_problem=f"gems backend {backend.name!r}: {problem}")
+    return dataclasses.replace(execution, launch=launch)
 
 
 def _warn_failed(installed: Mapping[str, InstalledBackend], selected: str) -> None:
@@ -165,7 +193,7 @@ def _native(backend: InstalledBackend, installed: Mapping[str, InstalledBackend]
         device_name=backend.detected.name,
         reason=reason,
         emulated=False,
-        execution=_native_execution(backend.descriptor),
+        execution=_native_execution(backend),
         installed=installed,
     )
 
@@ -185,7 +213,7 @@ def _select_explicit(
             f"{descriptor.vendor} device here ({_detection_hint(backend)}). Set GEMS_EMULATE=1 "
             "to apply its policy on the device that is present."
         )
-    execution = _emulated_execution()
+    execution = _emulated_execution(installed)
     where = "the CPU interpreter" if execution.interpreter else f"this {execution.device_type} GPU"
     return Selection(
         backend=backend,

@@ -83,9 +83,9 @@ def suspended(*points: str) -> Iterator[None]:
 def offer(point: str, *args: Any) -> bool:
     """Offer a call to the variant at ``point``: True when it served the call. A served call
     launched outside gems' launch cache, so the native layer does not record it, unless the
-    variant reports its launches itself (``fn.reports_launches = True``: each launch appended
-    to ``launch_cache.recording.native`` while that is set, with a launcher the recorder
-    can describe, or the call marked ``recording.impure``)."""
+    variant reports its launches itself (``fn.reports_launches = True``: each launch reported
+    through :mod:`gems_core.launches` while a call is recorded, or the call marked
+    unrepeatable there)."""
     fn = variant(point)
     if fn is None:
         return False

@@ -191,8 +191,11 @@ def test_descriptor_examples_from_vendor_facts():
     assert _descriptor("kunlunxin", "xpu3").limits.max_block_elements == 512
     for vendor in ("iluvatar", "kunlunxin"):
         assert "float64" in _descriptor(vendor, ARCHS[vendor][0]).dtypes.unsupported()
+    float8 = {"float8_e4m3fn", "float8_e5m2"}
     for vendor in ("nvidia", "amd", "metax"):
-        assert not _descriptor(vendor, ARCHS[vendor][0]).dtypes.unsupported()
+        assert not _descriptor(vendor, ARCHS[vendor][0]).dtypes.unsupported() - float8
+    assert _descriptor("nvidia", "sm_80").dtypes.unsupported() == float8
+    assert not _descriptor("nvidia", "sm_89").dtypes.unsupported()
 
 
 @pytest.mark.parametrize("vendor", VENDORS)

@@ -142,37 +142,31 @@ def test_only_describable_operands_take_it(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_chip_gate() -> None:
+    """The kernel is chosen by the chip's limits (``tensor_descriptors``, and shared memory
+    for one of its configs): a compile target's own, the selected backend's in the
+    interpreter or on a device."""
     _, gemm_tma = _modules()
-    big = Limits(32, 1024, 227 * 1024)
-
-    def rt(compile_target=None, interpreter=False, backend="cuda", descriptor_target=None, limits=big):
-        execution = SimpleNamespace(compile_target=compile_target, interpreter=interpreter,
-                                    triton_backend=None if interpreter else backend)
-        selection = SimpleNamespace(execution=execution,
-                                    descriptor=SimpleNamespace(target=descriptor_target))
-        return SimpleNamespace(selection=selection, limits=limits)
-
-    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
     supports = gemm_tma._chip_supports
-    assert supports(rt(TritonTarget("cuda", 90, 32)), cpu)
-    assert supports(rt(TritonTarget("cuda", 100, 32)), cpu)
-    assert not supports(rt(TritonTarget("cuda", 80, 32)), cpu)
-    assert not supports(rt(TritonTarget("hip", "gfx942", 64)), cpu)
+
+    def rt(limits: Limits) -> SimpleNamespace:
+        return SimpleNamespace(limits=limits)
+
+    hopper = Limits(32, 1024, 227 * 1024, tensor_descriptors=True)
+    assert supports(rt(hopper)) == (gemm_tma.TensorDescriptor is not None)
+    assert not supports(rt(Limits(32, 1024, 227 * 1024)))
     # 99 KB of shared memory (sm_120) holds none of the configs
-    assert not supports(rt(TritonTarget("cuda", 120, 32), limits=Limits(32, 1024, 99 * 1024)), cpu)
-    # the interpreter: what the selected backend emulates
-    assert supports(rt(interpreter=True, descriptor_target=TritonTarget("cuda", 90, 32)), cpu)
-    assert not supports(rt(interpreter=True, descriptor_target=TritonTarget("interpreter", "cpu", 1)), cpu)
-    # a device: its compute capability
-    assert not supports(rt(backend="hip"), cuda)
-    capability = gemm_tma._cuda_capability
-    try:
-        gemm_tma._cuda_capability = lambda index: (9, 0)
-        assert supports(rt(), cuda) == (torch.version.hip is None)
-        gemm_tma._cuda_capability = lambda index: (8, 9)
-        assert not supports(rt(), cuda)
-    finally:
-        gemm_tma._cuda_capability = capability
+    assert not supports(rt(Limits(32, 1024, 99 * 1024, tensor_descriptors=True)))
+    # the backends' own facts: NVIDIA from sm_90 on, never AMD or the CPU reference
+    amd = pytest.importorskip("gems_backend_amd.device")
+    nvidia = pytest.importorskip("gems_backend_nvidia.device")
+
+    from gems_core.backends import cpu
+
+    assert nvidia.descriptor("sm_90").limits.tensor_descriptors
+    assert nvidia.descriptor("sm_90").limits_for(80).tensor_descriptors is False
+    assert not nvidia.descriptor("sm_80").limits.tensor_descriptors
+    assert not amd.descriptor("gfx942").limits.tensor_descriptors
+    assert not cpu.DESCRIPTOR.limits.tensor_descriptors
 
 
 # -- results, in the interpreter -----------------------------------------------------------

@@ -285,7 +285,7 @@ def test_info_shows_emulated_policy(tmp_path):
     assert selection["arch"] == "90"  # the descriptor's target arch stands in for detection
     assert {"op": "neg", "dtypes": [], "reason": ""} in policy["aten_ops"]
     assert {"op": "div", "dtypes": ["float16"], "reason": "no fp16 divider"} in policy["aten_ops"]
-    assert policy["unsupported_dtypes"] == ["float64"]
+    assert policy["unsupported_dtypes"] == ["float64", "float8_e4m3fn", "float8_e5m2"]  # float8: not declared
     assert policy["configs"]["pointwise"]["backend"][0]["params"] == {"BLOCK_SIZE": 512}
     assert policy["configs"]["pointwise"]["core_defaults"]
     assert policy["dropped_options"] == ["*: buffer_size_limit=128"]  # the interpreter takes none

@@ -259,9 +259,9 @@ def test_float64_fills_whose_bit_pattern_fits_32_bits(value: float) -> None:
     """A float64 fill passes its 64-bit pattern; 0.0 and subnormals have patterns that fit
     32 bits and reach the kernel as int32 arguments."""
     with RouteWatch(implementations(("fill_.Scalar",))["fill_.Scalar"]) as watch, gems_core.use_gems():
-        got = torch.empty(5, dtype=torch.float64).fill_(value)
-        zeros = torch.zeros(3, dtype=torch.float64)
-        ramp = torch.arange(0.0, 3.0, 1.0, dtype=torch.float64)
+        got = torch.empty(5, dtype=torch.float64, device=DEVICE).fill_(value).cpu()
+        zeros = torch.zeros(3, dtype=torch.float64, device=DEVICE).cpu()
+        ramp = torch.arange(0.0, 3.0, 1.0, dtype=torch.float64, device=DEVICE).cpu()
     assert watch.hit
     assert torch.equal(got, torch.full((5,), value, dtype=torch.float64))
     assert torch.equal(got.signbit(), torch.full((5,), value, dtype=torch.float64).signbit())

@@ -12,10 +12,10 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from gems_core import policy as policy_checks
 from gems_core import runtime, tuning
-from gems_core.contract import BackendDescriptor, Limits, TritonTarget
+from gems_core.contract import PIPELINING, BackendDescriptor, Limits, TritonTarget
 from gems_core.policy import Policy, aten_problem
 from gems_core.registry import all_impls
-from gems_core.selection import device_type_problem
+from gems_core.selection import Execution, device_type_problem
 
 from . import records as R
 from .records import Record
@@ -57,6 +57,10 @@ def _descriptor_checks(d: BackendDescriptor, emulated: bool) -> list[Record]:
             f"max_threads_per_block {lim.max_threads_per_block}")
     if len(lim.max_grid) != 3 or min(lim.max_grid) <= 0:
         checks["limits"].append(f"limits.max_grid {lim.max_grid} must be three positive sizes")
+    for arch, limits in (("", lim), *d.arch_limits):
+        if limits.pipelining not in PIPELINING:
+            where = f"arch_limits[{arch!r}]" if arch else "limits"
+            checks["limits"].append(f"{where}.pipelining {limits.pipelining!r} is not one of {PIPELINING}")
     for what, spec in (("triton_versions", d.triton_versions), ("gems_core_versions", d.gems_core_versions)):
         try:
             SpecifierSet(spec)
@@ -73,7 +77,18 @@ HOOK_CHECKS = {
     "gems_tuned_configs": "tuned configs",
     "gems_compiler_options": "compiler options",
     "gems_kernel_variants": "kernel variant",
+    "gems_native_launch": "native launch",
 }
+
+
+def _launch_checks(execution: Execution) -> list[Record]:
+    """The answer to ``gems_native_launch``, where the backend running the kernels was asked
+    (kernels run on a device): a failure where it raised or answered something unusable."""
+    if execution.launch_problem:
+        return [_record("plugin", HOOK_CHECKS["gems_native_launch"], execution.launch_problem)]
+    if execution.launch is not None:
+        return [_record("plugin", HOOK_CHECKS["gems_native_launch"], "")]
+    return []
 
 
 def _problem_records(policy: Policy) -> list[Record]:
@@ -126,6 +141,7 @@ def check_contract(load_error: str | None = None) -> list[Record]:
     backend = rt.selection.backend
     found = [_record("plugin", "loads", "", detail=backend.source)]
     found += _descriptor_checks(rt.selection.descriptor, rt.selection.emulated)
+    found += _launch_checks(rt.selection.execution)
     found += _problem_records(rt.policy)
     found += _op_checks(rt.policy)
     found += _config_checks(rt.policy, rt.limits)

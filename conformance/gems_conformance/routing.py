@@ -53,16 +53,17 @@ class RouteWatch:
         self._replays = 0
 
     def _native_replays(self) -> int:
-        from gems_core.dispatch import native_stats
+        from gems_core.dispatch import native_hits
 
-        stats = native_stats()  # empty where no native layer serves (the CPU interpreter)
-        if not stats or not self.codes:
+        if not self.codes:
             return 0
         if self._ops is None:
             overrides = runtime.current().policy.overrides
             self._ops = frozenset(name for name, impl in registry.all_impls().items()
                                   if {_code_of(impl.fn), _code_of(overrides.get(name))} & self.codes)
-        return sum(s.get("hits", 0) for s in stats if s.get("op") in self._ops and not s.get("gate"))
+        # counted over every registration, so a use_gems() block opened and closed inside
+        # the watch still shows its replays at the exit
+        return native_hits(self._ops)
 
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call" and frame.f_code in self.codes:

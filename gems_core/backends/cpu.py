@@ -23,8 +23,9 @@ DESCRIPTOR = BackendDescriptor(
     device_type="cpu",
     dispatch_key="CPU",
     target=TritonTarget(backend="interpreter", arch="cpu", warp_size=1),
-    limits=Limits(max_warps=32, max_threads_per_block=1024, shared_memory_per_block=2**30),
-    dtypes=DtypeSupport(float64=True, bfloat16=True, int64=True),
+    # the interpreter runs a launch's programs one after another: a fused merge's counters work
+    limits=Limits(max_warps=32, max_threads_per_block=1024, shared_memory_per_block=2**30, fused_merge=True),
+    dtypes=DtypeSupport(float64=True, bfloat16=True, int64=True, float8_e4m3fn=True, float8_e5m2=True),
     interpreter=True,
     description="Triton interpreter on CPU tensors (reference; slow)",
     detection="always present",

@@ -10,7 +10,11 @@ runs the Python kernel, the second runs it once more under recording
 *recipe* (outputs and scratch to allocate, compiled kernels to launch with their arguments as
 numbers or addresses), and later calls run the recipe in C++. Calls the recorder cannot
 describe (a host read of a result, an ATen fallback, random numbers, anything but
-allocations, views and launches) keep the Python path. Ops gems differentiates itself get a
+allocations, views and launches) keep the Python path. Ops whose Python path declares it
+(cat of contiguous tensors, copy_ into a contiguous tensor, decode attention) also get
+*length-generic* recipes: from a few recordings of calls that differ only in sizes, each
+number of the recipe as a formula in one size, so that a decoding loop's new key/value
+length at each step is served without Python (:func:`gems_core.native.recorder.learn`). Ops gems differentiates itself get a
 gate on the Autograd key too (:func:`gate`): their calls that need no gradient reach the
 native kernel without Python.
 
@@ -137,21 +141,31 @@ def _load_without_waiting() -> ModuleType | None:
     return None
 
 
-def available_for(device_type: str, interpreter: bool = False) -> ModuleType | None:
-    """The layer, where it serves this device type (CUDA GPUs) and is switched on."""
-    if interpreter:
+def available_for(execution: Any) -> ModuleType | None:
+    """The layer, where it serves this execution and is switched on: where the backend whose
+    hardware runs the kernels supplies their launch (``execution.launch``, from the hook
+    ``gems_native_launch``), or in the CPU interpreter under ``GEMS_NATIVE=force``."""
+    global _problem
+    if execution.interpreter:
         return _load_without_waiting() if forced() else None
-    if device_type != "cuda" or not wanted() or torch.version.hip is not None:
+    launch = execution.launch
+    if launch is None or not wanted():
+        if execution.launch_problem:
+            _problem = execution.launch_problem
         return None
     module = _load_without_waiting()
     if module is None:
         return None
-    reason = module.load_driver()
+    reason = module.set_driver(**{name: getattr(launch, name) for name in _DRIVER_ENTRIES})
     if reason:
-        global _problem
         _problem = reason
         return None
     return module
+
+
+#: the entry points of a :class:`~gems_core.contract.NativeLaunch` (``set_driver``'s arguments)
+_DRIVER_ENTRIES = ("launch", "context_get", "context_set", "device_get", "primary_context_retain",
+                   "error_string", "encode_tensor_map")
 
 
 #: recipes (and keys seen once, and keys refused) kept per op before it starts afresh
@@ -162,7 +176,7 @@ def open_registration(namespace: str, execution: Any, autograd: bool = False) ->
     """A registration block of native kernels for ``namespace``'s ops on the execution's
     dispatch key, or its Autograd key where ``autograd`` (:func:`front` and :func:`gate` add
     to it; ``close()`` removes them all), or None where the layer does not serve."""
-    layer = available_for(execution.device_type, execution.interpreter)
+    layer = available_for(execution)
     if layer is None:
         return None
     key = f"Autograd{execution.dispatch_key}" if autograd else execution.dispatch_key
@@ -189,19 +203,26 @@ def gate(registration: Any, name: str, autograd_kernel: Any) -> None:
 def clear() -> None:
     """Forget every recipe (plans were cleared: configs or settings changed)."""
     if _module is not None:
+        from .recorder import forget
+
         _module.clear_all()
+        forget()
 
 
 def stats(registration: Any) -> list[dict[str, Any]]:
     return list(registration.stats()) if registration is not None else []
 
 
-def describe(device_type: str, interpreter: bool) -> str:
+def describe(execution: Any) -> str:
     """One line on the layer for ``python -m gems_core info`` (builds nothing)."""
-    if interpreter and not forced():
+    if execution.interpreter and not forced():
         return "not used (the CPU interpreter's calls cannot be replayed)"
-    if not interpreter and (device_type != "cuda" or torch.version.hip is not None):
-        return f"not used ({device_type} devices: CUDA only for now)"
+    if execution.compile_target is not None:
+        return "not used (compile-only execution)"
+    if not execution.interpreter and execution.launch is None:
+        if execution.launch_problem:
+            return f"unavailable: {execution.launch_problem}"
+        return "not used (the backend supplies no kernel launch for it: gems_native_launch)"
     if not wanted():
         return "off (GEMS_NATIVE=0)"
     if _problem is not None:

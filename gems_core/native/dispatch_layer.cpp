@@ -13,6 +13,13 @@
 // Anything the layer does not understand (argument types, calls the recorder refuses)
 // simply keeps the Python path.
 //
+// A key no call had before (a decoding loop's growing key/value length) may still be served
+// without Python: where the recorder gives a recipe a *generic* form (its integers as
+// formulas in one size of the key, learnt from recordings of calls whose keys differ only in
+// sizes and strides), a call whose key matches but for sizes and strides that follow the
+// formulas is served by the recipe the formulas give, while each integer argument keeps
+// what Triton specializes on (derive()).
+//
 // Ops gems differentiates itself also get a gate on the Autograd key (AutogradGate): a call
 // that needs no gradient goes on below autograd to the native kernel without Python (so
 // torch.no_grad() loops reach the recipes, not only torch.inference_mode()).
@@ -32,8 +39,6 @@
 #include <torch/csrc/utils/tensor_memoryformats.h>
 #include <torch/library.h>
 
-#include <dlfcn.h>
-
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -48,20 +53,27 @@ namespace py = pybind11;
 namespace {
 
 // ---------------------------------------------------------------------------------------
-// The CUDA driver, looked up at run time (no CUDA headers or libraries needed to build).
+// The device driver's entry points, handed over as addresses by the backend that supplies
+// the kernel launch (gems_core.contract.NativeLaunch: set_driver), so the layer builds with
+// no driver headers or libraries. The signatures are those NativeLaunch documents.
 
-using CUresultT = int;
-using LaunchFn = CUresultT (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned,
-                               unsigned, unsigned, void*, void**, void**);
-using CtxGetFn = CUresultT (*)(void**);
-using CtxSetFn = CUresultT (*)(void*);
-using DeviceGetFn = CUresultT (*)(int*, int);
-using PrimaryRetainFn = CUresultT (*)(void**, int);
-using ErrorStringFn = CUresultT (*)(CUresultT, const char**);
-// cuTensorMapEncodeTiled: (map, data type, rank, address, dims, byte strides, box, element
+using Status = int;
+using LaunchFn = Status (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, unsigned, void*, void**, void**);
+using CtxGetFn = Status (*)(void**);
+using CtxSetFn = Status (*)(void*);
+using DeviceGetFn = Status (*)(int*, int);
+using PrimaryRetainFn = Status (*)(void**, int);
+using ErrorStringFn = Status (*)(Status, const char**);
+// tensor map encoding: (map, data type, rank, address, dims, byte strides, box, element
 // strides, interleave, swizzle, L2 promotion, out-of-bounds fill)
-using EncodeTiledFn = CUresultT (*)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*,
-                                    const unsigned*, const unsigned*, int, int, int, int);
+using EncodeTiledFn = Status (*)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*,
+                                 const unsigned*, const unsigned*, int, int, int, int);
+
+template <typename Fn>
+Fn entry(uint64_t address) {
+  return reinterpret_cast<Fn>(static_cast<uintptr_t>(address));
+}
 
 struct Driver {
   LaunchFn launch = nullptr;
@@ -69,40 +81,33 @@ struct Driver {
   CtxSetFn ctx_set = nullptr;
   DeviceGetFn device_get = nullptr;
   PrimaryRetainFn primary_retain = nullptr;
-  ErrorStringFn error_string = nullptr;
-  EncodeTiledFn encode_tiled = nullptr;  // optional: drivers before CUDA 12 lack it
-  std::string problem;
+  ErrorStringFn error_string = nullptr;  // optional: errors are then reported as numbers
+  EncodeTiledFn encode_tiled = nullptr;  // optional: calls with tensor maps keep the Python path
 
-  bool load() {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (lib == nullptr) lib = dlopen("libcuda.so.1", RTLD_NOW);
-    if (lib == nullptr) {
-      problem = "libcuda.so.1 could not be loaded";
-      return false;
+  // Takes the entry points (0: absent); an error message when a required one is missing.
+  std::string set(uint64_t launch_at, uint64_t ctx_get_at, uint64_t ctx_set_at, uint64_t device_get_at,
+                  uint64_t primary_retain_at, uint64_t error_string_at, uint64_t encode_tiled_at) {
+    if (!launch_at || !ctx_get_at || !ctx_set_at || !device_get_at || !primary_retain_at) {
+      return "the backend's kernel launch lacks a driver entry point the native layer needs";
     }
-    launch = reinterpret_cast<LaunchFn>(dlsym(lib, "cuLaunchKernel"));
-    ctx_get = reinterpret_cast<CtxGetFn>(dlsym(lib, "cuCtxGetCurrent"));
-    ctx_set = reinterpret_cast<CtxSetFn>(dlsym(lib, "cuCtxSetCurrent"));
-    device_get = reinterpret_cast<DeviceGetFn>(dlsym(lib, "cuDeviceGet"));
-    primary_retain = reinterpret_cast<PrimaryRetainFn>(dlsym(lib, "cuDevicePrimaryCtxRetain"));
-    error_string = reinterpret_cast<ErrorStringFn>(dlsym(lib, "cuGetErrorString"));
-    encode_tiled = reinterpret_cast<EncodeTiledFn>(dlsym(lib, "cuTensorMapEncodeTiled"));
-    if (!launch || !ctx_get || !ctx_set || !device_get || !primary_retain) {
-      problem = "libcuda.so.1 lacks a driver entry point gems needs";
-      return false;
-    }
-    return true;
+    launch = entry<LaunchFn>(launch_at);
+    ctx_get = entry<CtxGetFn>(ctx_get_at);
+    ctx_set = entry<CtxSetFn>(ctx_set_at);
+    device_get = entry<DeviceGetFn>(device_get_at);
+    primary_retain = entry<PrimaryRetainFn>(primary_retain_at);
+    error_string = entry<ErrorStringFn>(error_string_at);
+    encode_tiled = entry<EncodeTiledFn>(encode_tiled_at);
+    return std::string();
   }
 
-  std::string describe(CUresultT code) const {
+  std::string describe(Status code) const {
     const char* text = nullptr;
     if (error_string != nullptr) error_string(code, &text);
-    return text ? std::string(text) : "CUDA driver error " + std::to_string(code);
+    return text ? std::string(text) : "driver error " + std::to_string(code);
   }
 };
 
 Driver driver;
-bool driver_ready = false;
 
 // Tests run the layer without a GPU: launches are then recorded here instead of made.
 std::atomic<bool> fake_launches{false};
@@ -126,16 +131,17 @@ py::list* launch_log = nullptr;  // created on first use, with the GIL
 // The numbering is gems_core/native/recorder.py's KINDS.
 enum ArgKind : int { kPointer = 0, kNull = 1, kI32 = 2, kI64 = 3, kU32 = 4, kU64 = 5, kF32 = 6, kF64 = 7, kI8 = 8, kI16 = 9, kU8 = 10, kU16 = 11, kTensorMap = 12 };
 
-// A TMA tensor map passed by value (a CUtensorMap: 128 bytes, 64-byte aligned), encoded on
+// A TMA tensor map passed by value (128 bytes, 64-byte aligned), encoded on
 // every launch over the address of its slot plus offset; the rest of the encoding is fixed
-// by the call's key. Dimensions innermost first, as cuTensorMapEncodeTiled takes them.
+// by the call's key. Dimensions innermost first, as the driver's encoder takes them.
 constexpr unsigned kMaxMapRank = 5;
 constexpr size_t kMaxMaps = 8;
 struct TensorMapSpec {
-  int data_type = 0;  // CUtensorMapDataType
-  int swizzle = 0;    // CUtensorMapSwizzle
-  int fill = 0;       // CUtensorMapFloatOOBfill
-  int promotion = 0;  // CUtensorMapL2promotion
+  // the encoder's codes (gems_core.native.recorder.TensorMap)
+  int data_type = 0;
+  int swizzle = 0;
+  int fill = 0;  // out-of-bounds fill
+  int promotion = 0;  // L2 promotion
   unsigned rank = 0;
   uint64_t dims[kMaxMapRank] = {};
   uint64_t strides[kMaxMapRank] = {};  // bytes, of dims 1 .. rank - 1
@@ -171,11 +177,101 @@ constexpr size_t kMaxArgs = 96;
 constexpr int kListSlot = 1 << 20;
 constexpr size_t kListWidth = 1024;
 
+// A length-generic recipe (gems_core/native/recorder.py's learn): a recipe's integers as
+// formulas in one size x of the call's key, ceil((a + b x) / c), for the calls whose sizes
+// and strides (the key's *entries*) follow its formulas in x, within [low, high].
+struct Formula {
+  int64_t a, b, c;
+};
+struct GenericNumber {
+  std::vector<Formula> formulas;  // several (a grid's): all must agree
+  int guard;                      // recorder.py's learn: 0 none, 1 specialization, 2/3 grid, 4 size
+  int64_t expected;
+};
+struct GenericEntry {
+  int64_t a, b, zero_or_one;
+};
+struct Generic {
+  size_t pivot = 0;
+  int64_t low = 0, high = 0;
+  std::vector<GenericEntry> entries;
+  std::vector<GenericNumber> numbers;  // in the order derive() reads a recipe's integers
+};
+
 struct Recipe {
   std::vector<Allocation> allocations;  // slots n_args, n_args + 1, ...
   std::vector<LaunchStep> launches;
   std::vector<int> returns;  // slot per returned tensor
+  std::shared_ptr<const Generic> generic;  // set where it serves other lengths too
 };
+
+int64_t ceil_div(int64_t p, int64_t q) { return p >= 0 ? (p + q - 1) / q : -((-p) / q); }
+
+// What Triton specializes an integer argument on (recorder.py's _class).
+int64_t specialization(int64_t v) {
+  return (v == 1) | (v % 16 == 0) << 1 | (v >= INT32_MIN && v <= INT32_MAX) << 2;
+}
+
+int64_t zero_or_one(int64_t v) { return (v == 0) | (v == 1) << 1; }
+
+// Length-generic recipes kept per family (the latest): specializations and bounds met lately.
+constexpr size_t kGenericPerFamily = 8;
+// Calls touching this many bytes or more keep exact recipes (kernels switch to 64-bit offsets).
+constexpr int64_t kLargeBytes = int64_t{1} << 31;
+
+// The recipe of a call whose key's sizes and strides are ``entries``, from the generic
+// recipe ``base``; null where its formulas or guards do not hold for them.
+std::shared_ptr<const Recipe> derive(const Recipe& base, const std::vector<int64_t>& entries) {
+  const Generic& g = *base.generic;
+  if (entries.size() != g.entries.size() || g.pivot >= entries.size()) return nullptr;
+  const int64_t x = entries[g.pivot];
+  if (x < g.low || x > g.high) return nullptr;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const GenericEntry& e = g.entries[i];
+    if (entries[i] != e.a + e.b * x || zero_or_one(entries[i]) != e.zero_or_one) return nullptr;
+  }
+  std::vector<int64_t> values;
+  values.reserve(g.numbers.size());
+  for (const GenericNumber& number : g.numbers) {
+    int64_t v = 0;
+    for (size_t f = 0; f < number.formulas.size(); ++f) {
+      const Formula& form = number.formulas[f];
+      const int64_t w = ceil_div(form.a + form.b * x, form.c);
+      if (f > 0 && w != v) return nullptr;
+      v = w;
+    }
+    const bool ok = number.guard == 1   ? specialization(v) == number.expected
+                    : number.guard == 2 ? v >= 1 && v <= INT32_MAX
+                    : number.guard == 3 ? v >= 1 && v <= 65535
+                    : number.guard == 4 ? v >= 0 && zero_or_one(v) == number.expected
+                                        : true;
+    if (!ok) return nullptr;
+    values.push_back(v);
+  }
+  auto recipe = std::make_shared<Recipe>(base);
+  size_t k = 0;
+  auto next = [&]() { return k < values.size() ? values[k++] : int64_t{-1}; };
+  for (Allocation& a : recipe->allocations) {
+    int64_t extent = 1;
+    for (auto& size : a.sizes) size = next();
+    for (size_t d = 0; d < a.strides.size(); ++d) {
+      a.strides[d] = next();
+      extent += a.sizes[d] > 0 ? (a.sizes[d] - 1) * a.strides[d] : 0;
+    }
+    if (extent * static_cast<int64_t>(c10::elementSize(a.dtype)) >= kLargeBytes) return nullptr;
+  }
+  for (LaunchStep& step : recipe->launches) {
+    for (unsigned& size : step.grid) size = static_cast<unsigned>(next());
+    for (LaunchArg& arg : step.args) {
+      if (arg.kind == kPointer || arg.kind == kTensorMap) {
+        arg.offset = next();
+      } else if (arg.kind != kNull && arg.kind != kF32 && arg.kind != kF64 && arg.kind != kU64) {
+        arg.ivalue = next();
+      }
+    }
+  }
+  return k == values.size() ? recipe : nullptr;
+}
 
 using Key = std::vector<int64_t>;
 
@@ -210,7 +306,7 @@ int64_t double_bits(double v) {
 // not handle the argument (the call then keeps the Python path). The byte spans of the
 // device tensors met (list elements included) go to ``spans``, for the alias pattern.
 bool key_of(const c10::IValue& v, c10::DeviceType expected, Key& key, c10::Device& device, bool& have_device,
-            std::vector<Span>& spans) {
+            std::vector<Span>& spans, std::vector<size_t>& sized) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     if (!t.defined()) {
@@ -225,7 +321,9 @@ bool key_of(const c10::IValue& v, c10::DeviceType expected, Key& key, c10::Devic
     const int64_t dim = t.dim();
     key.push_back(dim);
     for (int64_t i = 0; i < dim; ++i) {
+      sized.push_back(key.size());
       key.push_back(t.sizes()[i]);
+      sized.push_back(key.size());
       key.push_back(t.strides()[i]);
     }
     if (d.type() != expected) {
@@ -311,7 +409,7 @@ bool key_of(const c10::IValue& v, c10::DeviceType expected, Key& key, c10::Devic
     key.push_back(-22);
     key.push_back(static_cast<int64_t>(list.size()));
     for (size_t j = 0; j < list.size(); ++j) {
-      if (!key_of(c10::IValue(list.get(j)), expected, key, device, have_device, spans)) return false;
+      if (!key_of(c10::IValue(list.get(j)), expected, key, device, have_device, spans, sized)) return false;
     }
     return true;
   }
@@ -323,7 +421,7 @@ bool key_of(const c10::IValue& v, c10::DeviceType expected, Key& key, c10::Devic
     for (size_t j = 0; j < list.size(); ++j) {
       const c10::IValue item = list.get(j);
       if (!(item.isTensor() || item.isNone())) return false;
-      if (!key_of(item, expected, key, device, have_device, spans)) return false;
+      if (!key_of(item, expected, key, device, have_device, spans, sized)) return false;
     }
     return true;
   }
@@ -448,17 +546,34 @@ struct Book {
   std::unordered_map<Key, std::shared_ptr<const Recipe>, KeyHash> recipes;
   std::unordered_set<Key, KeyHash> seen;
   std::unordered_set<Key, KeyHash> refused;
+  // length-generic recipes by their key with sizes and strides masked (masked_key), the
+  // latest first: one per specialization of the arguments (and bounds) met lately
+  std::unordered_map<Key, std::vector<std::shared_ptr<const Recipe>>, KeyHash> generic;
 
   void clear() {
     std::lock_guard<std::mutex> guard(mutex);
     recipes.clear();
     seen.clear();
     refused.clear();
+    generic.clear();
   }
 };
 
 std::mutex shelves_mutex;
 std::unordered_map<std::string, std::shared_ptr<Book>> shelves;
+
+// ``key`` with its tensors' sizes and strides (at positions ``sized``) zeroed, and those
+// sizes and strides: the family of calls a length-generic recipe may serve.
+Key masked_key(const Key& key, const std::vector<size_t>& sized, std::vector<int64_t>& entries) {
+  Key masked = key;
+  entries.clear();
+  entries.reserve(sized.size());
+  for (size_t position : sized) {
+    entries.push_back(key[position]);
+    masked[position] = 0;
+  }
+  return masked;
+}
 
 // The book on ``shelf`` (a new one, kept there, on first use); an unshared book for "".
 std::shared_ptr<Book> book_on(const std::string& shelf) {
@@ -504,8 +619,10 @@ class NativeKernel final : public c10::OperatorKernel {
     bool have_device = false;
     bool keyed = n < kListWidth;
     std::vector<Span> spans;
+    std::vector<size_t> sized;
+    std::shared_ptr<const Recipe> predicted;  // from a length-generic recipe
     for (size_t i = stack->size() - n; keyed && i < stack->size(); ++i) {
-      if (!key_of((*stack)[i], device_type_, key, device, have_device, spans)) keyed = false;
+      if (!key_of((*stack)[i], device_type_, key, device, have_device, spans, sized)) keyed = false;
     }
     keyed = keyed && have_device;
     if (keyed) {
@@ -525,11 +642,45 @@ class NativeKernel final : public c10::OperatorKernel {
         hits_.fetch_add(1, std::memory_order_relaxed);
         return;
       }
+      predicted = generic_for(key, sized, spans);
+      // check mode runs the Python kernel and holds the generic recipe against it
+      if (predicted && (checking_depth > 0 || !check_mode.load(std::memory_order_relaxed))) {
+        {  // later calls of this key (the next layers of a model) find it at once
+          std::lock_guard<std::mutex> guard(book_->mutex);
+          if (book_->recipes.size() >= limit_) book_->recipes.clear();
+          book_->recipes.emplace(key, predicted);
+        }
+        run(*predicted, stack, n, device);
+        hits_.fetch_add(1, std::memory_order_relaxed);
+        generic_hits_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
     }
-    call_python(op, stack, n, keyed ? &key : nullptr);
+    call_python(op, stack, n, keyed ? &key : nullptr, &sized, predicted.get());
   }
 
   void clear() { book_->clear(); }
+
+  // The recipe of a new key from a length-generic recipe of its family, if one holds.
+  std::shared_ptr<const Recipe> generic_for(const Key& key, const std::vector<size_t>& sized,
+                                            const std::vector<Span>& spans) {
+    if (!has_generic_.load(std::memory_order_relaxed)) return nullptr;
+    for (const Span& span : spans) {
+      if (static_cast<int64_t>(span.second - span.first) >= kLargeBytes) return nullptr;
+    }
+    std::vector<int64_t> entries;
+    const Key masked = masked_key(key, sized, entries);
+    std::vector<std::shared_ptr<const Recipe>> bases;
+    {
+      std::lock_guard<std::mutex> guard(book_->mutex);
+      auto found = book_->generic.find(masked);
+      if (found == book_->generic.end()) return nullptr;
+      bases = found->second;
+    }
+    std::shared_ptr<const Recipe> recipe;
+    for (size_t i = 0; i < bases.size() && !recipe; ++i) recipe = derive(*bases[i], entries);
+    return recipe;
+  }
 
   py::dict stats() {
     py::dict d;
@@ -540,6 +691,10 @@ class NativeKernel final : public c10::OperatorKernel {
     d["python_calls"] = python_calls_.load();
     d["recorded"] = recorded_.load();
     d["refused"] = refused_.load();
+    size_t generic = 0;
+    for (const auto& [masked, bases] : book_->generic) generic += bases.size();
+    d["generic_recipes"] = generic;
+    d["generic_hits"] = generic_hits_.load();
     return d;
   }
 
@@ -611,7 +766,7 @@ class NativeKernel final : public c10::OperatorKernel {
           log_launch(step, stream, values, count);
           continue;
         }
-        const CUresultT code = driver.launch(reinterpret_cast<void*>(step.function), step.grid[0], step.grid[1],
+        const Status code = driver.launch(reinterpret_cast<void*>(step.function), step.grid[0], step.grid[1],
                                              step.grid[2], step.block, 1, 1, step.shared, stream, params, nullptr);
         TORCH_CHECK(code == 0, "gems: launching a kernel of " + name_ + " failed: " + driver.describe(code));
       }
@@ -649,7 +804,7 @@ class NativeKernel final : public c10::OperatorKernel {
 
   void encode(const TensorMapSpec& spec, uint64_t address, void* map) const {
     static const unsigned ones[kMaxMapRank] = {1, 1, 1, 1, 1};
-    const CUresultT code = driver.encode_tiled(map, spec.data_type, spec.rank, reinterpret_cast<void*>(address),
+    const Status code = driver.encode_tiled(map, spec.data_type, spec.rank, reinterpret_cast<void*>(address),
                                                spec.dims, spec.strides, spec.box, ones, 0, spec.swizzle,
                                                spec.promotion, spec.fill);
     TORCH_CHECK(code == 0, "gems: encoding a tensor map for a kernel of " + name_ + " failed: " +
@@ -658,11 +813,12 @@ class NativeKernel final : public c10::OperatorKernel {
 
   static void ensure_context(c10::Device device) {
     void* context = nullptr;
+    TORCH_CHECK(driver.launch != nullptr, "gems: the native layer has no kernel launch (the backend supplies none)");
     if (driver.ctx_get(&context) == 0 && context != nullptr) return;
     int handle = 0;
-    TORCH_CHECK(driver.device_get(&handle, device.index()) == 0, "gems: no CUDA device " + std::to_string(device.index()));
+    TORCH_CHECK(driver.device_get(&handle, device.index()) == 0, "gems: no device " + std::to_string(device.index()));
     TORCH_CHECK(driver.primary_retain(&context, handle) == 0 && driver.ctx_set(context) == 0,
-                "gems: could not make the CUDA context of device " + std::to_string(device.index()) + " current");
+                "gems: could not make the context of device " + std::to_string(device.index()) + " current");
   }
 
   void log_launch(const LaunchStep& step, void* stream, const uint64_t* values, size_t count) {
@@ -705,7 +861,8 @@ class NativeKernel final : public c10::OperatorKernel {
                                       step.shared, reinterpret_cast<uintptr_t>(stream), args));
   }
 
-  void call_python(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t n, const Key* key) {
+  void call_python(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t n, const Key* key,
+                   const std::vector<size_t>* sized, const Recipe* predicted = nullptr) {
     const auto& schema = op.schema();
     py::gil_scoped_acquire gil;
     python_calls_.fetch_add(1, std::memory_order_relaxed);
@@ -728,15 +885,22 @@ class NativeKernel final : public c10::OperatorKernel {
     py::dict kwargs;
     py::list tensors;  // (stack position, tensor) for the recorder
     python_arguments(schema, *stack, n, args, kwargs, record ? &tensors : nullptr);
-    std::vector<c10::IValue> copies;
+    std::vector<c10::IValue> copies, predicted_copies;
     if (checking) {  // check mode keeps the GIL throughout
       CheckingScope scope;
       copies = copy_operands(*stack, n);
+      if (predicted != nullptr) predicted_copies = copy_operands(*stack, n);
     }
     PyObject* raw = nullptr;
     py::tuple call_args = py::tuple(args);
+    Key masked;
+    py::object family = py::none();
     if (record) {
-      py::tuple recorder_args = py::make_tuple(py::handle(python_kernel_), call_args, kwargs, py::tuple(tensors), n);
+      std::vector<int64_t> entries;
+      masked = masked_key(*key, *sized, entries);
+      family = py::make_tuple(py::tuple(py::cast(masked)), py::tuple(py::cast(entries)));
+      py::tuple recorder_args =
+          py::make_tuple(py::handle(python_kernel_), call_args, kwargs, py::tuple(tensors), n, family);
       raw = PyObject_Call(recorder_, recorder_args.ptr(), nullptr);
     } else {
       raw = PyObject_Call(python_kernel_, call_args.ptr(), kwargs.ptr());
@@ -756,26 +920,38 @@ class NativeKernel final : public c10::OperatorKernel {
           {
             CheckingScope scope;
             check(*recipe, *stack, schema.returns().size(), copies, n);
+            if (predicted != nullptr) check(*predicted, *stack, schema.returns().size(), predicted_copies, n);
           }
-          keep(*key, std::move(recipe));
+          keep(*key, masked, std::move(recipe));
           return;
         }
+        TORCH_CHECK(!(checking && predicted != nullptr), "gems native check: " + name_ +
+                    ": a length-generic recipe serves a call its Python kernel does not repeat");
         if (recipe) {
-          keep(*key, std::move(recipe));
+          keep(*key, masked, std::move(recipe));
         } else {
           refuse(*key);
         }
       } else {
+        TORCH_CHECK(!(checking && predicted != nullptr), "gems native check: " + name_ +
+                    ": a length-generic recipe serves a call its Python kernel does not repeat");
         refuse(*key);
       }
     }
     push_result(schema, stack, n, out);
   }
 
-  void keep(const Key& key, std::shared_ptr<const Recipe> recipe) {
+  void keep(const Key& key, const Key& masked, std::shared_ptr<const Recipe> recipe) {
     recorded_.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> guard(book_->mutex);
     if (book_->recipes.size() >= limit_) book_->recipes.clear();
+    if (recipe->generic) {
+      if (book_->generic.size() >= limit_) book_->generic.clear();
+      auto& bases = book_->generic[masked];
+      bases.insert(bases.begin(), recipe);
+      if (bases.size() > kGenericPerFamily) bases.pop_back();
+      has_generic_.store(true, std::memory_order_relaxed);
+    }
     book_->recipes[key] = std::move(recipe);
   }
 
@@ -903,6 +1079,32 @@ class NativeKernel final : public c10::OperatorKernel {
     return true;
   }
 
+  // (pivot, low, high, entries, numbers): recorder.py's learn.
+  static std::shared_ptr<const Generic> parse_generic(const py::handle& spec) {
+    py::tuple t = spec.cast<py::tuple>();
+    auto generic = std::make_shared<Generic>();
+    generic->pivot = t[0].cast<size_t>();
+    generic->low = t[1].cast<int64_t>();
+    generic->high = t[2].cast<int64_t>();
+    for (const auto& e : t[3]) {
+      py::tuple entry = e.cast<py::tuple>();
+      generic->entries.push_back({entry[0].cast<int64_t>(), entry[1].cast<int64_t>(), entry[2].cast<int64_t>()});
+    }
+    for (const auto& x : t[4]) {
+      py::tuple item = x.cast<py::tuple>();
+      GenericNumber number{{}, item[1].cast<int>(), item[2].cast<int64_t>()};
+      for (const auto& f : item[0]) {
+        py::tuple form = f.cast<py::tuple>();
+        const Formula formula{form[0].cast<int64_t>(), form[1].cast<int64_t>(), form[2].cast<int64_t>()};
+        if (formula.c < 1) return nullptr;
+        number.formulas.push_back(formula);
+      }
+      if (number.formulas.empty()) return nullptr;
+      generic->numbers.push_back(std::move(number));
+    }
+    return generic;
+  }
+
   std::shared_ptr<const Recipe> parse_recipe(const py::handle& spec, size_t n) {
     // (allocations, launches, returns): see gems_core/native/recorder.py
     auto recipe = std::make_shared<Recipe>();
@@ -951,6 +1153,7 @@ class NativeKernel final : public c10::OperatorKernel {
       if (slot < 0 || static_cast<size_t>(slot) >= slots) return nullptr;
       recipe->returns.push_back(slot);
     }
+    if (parts.size() > 3 && !parts[3].is_none()) recipe->generic = parse_generic(parts[3]);
     return recipe;
   }
 
@@ -960,7 +1163,8 @@ class NativeKernel final : public c10::OperatorKernel {
   PyObject* python_kernel_ = nullptr;
   PyObject* recorder_ = nullptr;
   std::shared_ptr<Book> book_;
-  std::atomic<uint64_t> hits_{0}, python_calls_{0}, recorded_{0}, refused_{0};
+  std::atomic<uint64_t> hits_{0}, python_calls_{0}, recorded_{0}, refused_{0}, generic_hits_{0};
+  std::atomic<bool> has_generic_{false};
 };
 
 // In front of an op's Python kernel on an Autograd key (ops gems differentiates itself). A
@@ -1095,9 +1299,9 @@ void clear_all() {
   for (auto& [shelf, book] : shelves) book->clear();
 }
 
-std::string load_driver() {
-  if (!driver_ready) driver_ready = driver.load();
-  return driver_ready ? std::string() : driver.problem;
+std::string set_driver(uint64_t launch, uint64_t ctx_get, uint64_t ctx_set, uint64_t device_get,
+                       uint64_t primary_retain, uint64_t error_string, uint64_t encode_tiled) {
+  return driver.set(launch, ctx_get, ctx_set, device_get, primary_retain, error_string, encode_tiled);
 }
 
 uintptr_t current_stream(int device_index) {
@@ -1126,7 +1330,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("stats", &Registration::stats)
       .def("close", &Registration::close);
   m.def("clear_all", &clear_all, "Forget every recipe of every live native kernel");
-  m.def("load_driver", &load_driver, "Load the CUDA driver's entry points; an empty string when done");
+  m.def("set_driver", &set_driver, "Take the device driver's entry points (addresses, 0: absent); an error message or an empty string",
+        py::arg("launch"), py::arg("context_get"), py::arg("context_set"), py::arg("device_get"),
+        py::arg("primary_context_retain"), py::arg("error_string"), py::arg("encode_tensor_map"));
   m.def("current_stream", &current_stream, "The current CUDA stream's handle, as the layer reads it");
   m.def("set_fake_launches", [](bool on) { fake_launches.store(on); }, "Record launches instead of making them (tests)");
   m.def("set_check", [](bool on) { check_mode.store(on); }, "Record every call and check each new recipe against Python");

@@ -12,6 +12,8 @@ outputs or buffers it allocated. Its recipe then lists
   (launch code ``T``, a :class:`TensorMap` value) is addressed like a pointer and carries
   the rest of its encoding as its value, and the native layer encodes it on every launch;
 - ``returns``: the slot of each returned tensor,
+- and, where the op declares its calls length-generic (``recording.generic``), a fourth
+  part: the recipe's integers as formulas in one size of the key (:func:`learn`),
 
 where slots ``0 .. n-1`` are the call's stack arguments, ``n + i`` its allocation ``i`` and
 ``2**20 + p * 1024 + j`` element ``j`` of list argument ``p`` (``Tensor[]``, ``Tensor?[]``;
@@ -122,12 +124,15 @@ def record_call(
     kwargs: dict[str, Any],
     tensors: Sequence[tuple[int, torch.Tensor]],
     count: int,
+    family: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
     op: str = "",
 ) -> tuple[Any, tuple[Any, ...] | bool | None]:
     """``kernel(*args, **kwargs)``, and its recipe (None where the call is not repeatable,
     False where it is not yet: ATen served it while its kernel compiles in the background).
     ``tensors`` are the call's tensor arguments with their stack positions; ``count`` is
-    the number of stack arguments; ``op`` names the op in the log of refused calls."""
+    the number of stack arguments; ``family`` is the call's key with its tensors' sizes and
+    strides left out, and those sizes and strides (:func:`learn`); ``op`` names the op in
+    the log of refused calls."""
     if not tuning.cacheable():
         _refused(op, "configs are forced by a tool")
         return kernel(*args, **kwargs), None
@@ -136,16 +141,17 @@ def record_call(
     benchmarks = tuning.benchmarks_run
     device_type = next((t.device.type for _, t in tensors if t.device.type != "cpu"), "cpu")
     observer = _Observer(device_type)
-    previous = recording.native, recording.impure, recording.deferred
-    recording.native, recording.impure, recording.deferred = [], False, False
+    previous = recording.native, recording.impure, recording.deferred, getattr(recording, "generic", None)
+    recording.native, recording.impure, recording.deferred, recording.generic = [], False, False, None
     unhook = _watch_foreign_launches()
     try:
         with observer:
             result = kernel(*args, **kwargs)
         launches, impure, deferred = recording.native, recording.impure, recording.deferred
+        bounds = recording.generic
     finally:
         unhook()
-        recording.native, recording.impure, recording.deferred = previous
+        recording.native, recording.impure, recording.deferred, recording.generic = previous
     if deferred:
         _refused(op, "not yet: ATen served it while its kernel compiles in the background")
         return result, False
@@ -156,10 +162,30 @@ def record_call(
             _refused(op, f"it ran {observer.other} outside a kernel" if observer.other else "it benchmarked configs")
         return result, None
     try:
-        return result, build(result, tensors, count, observer.allocated, launches)
+        recipe = build(result, tensors, count, observer.allocated, launches)
     except NotRepeatable as exc:
         _refused(op, str(exc))
         return result, None
+    if bounds is None or family is None:
+        return result, recipe
+    spans = [_extent(t) for _, t in tensors] + [_extent(a) for a in observer.allocated if isinstance(a, torch.Tensor)]
+    if max(spans, default=0) >= _LARGE:
+        return result, recipe
+    positions = []  # the bounds' kernel parameters as positions among the recorded arguments
+    for launch, parameter, least, most in bounds:
+        keep = launches[launch][0].native[4] if launch < len(launches) else ()
+        if keep is not None and parameter not in keep:
+            return result, recipe  # Triton made it a constant (equal to 1): nothing to bound
+        positions.append((launch, parameter if keep is None else keep.index(parameter), least, most))
+    generic = learn((op, *family[0]), family[1], recipe, [_constants(go, full) for go, _, full in launches], positions)
+    if generic is None:
+        return result, recipe
+    if _log.isEnabledFor(logging.DEBUG):
+        low, high = generic[1:3]
+        within = f" in {low} .. {high}" if -_UNBOUNDED < low or high < _UNBOUNDED else ""
+        _log.debug("%s: a length-generic recipe, for sizes and strides that follow one size%s",
+                   op or "a call", within)
+    return result, (*recipe, generic)
 
 
 def _refused(op: str, reason: str) -> None:
@@ -306,3 +332,185 @@ def build(
                 described.append((KINDS[kind], 0, 0, number))
         steps.append((function, grid[0], grid[1], grid[2], block, shared, tuple(described)))
     return (tuple(allocations), tuple(steps), tuple(returns))
+
+
+# ---------------------------------------------------------------------------------------
+# Length-generic recipes: one recipe for every length of a growing dimension.
+#
+# A decoding loop meets a new key/value length at every step, so an exact key is never seen
+# again by a later step. An op whose Python path opts in (``recording.generic``: a list,
+# maybe empty, of ``(launch, kernel parameter, low, high)`` bounds on integer arguments within
+# which its host decisions stay the same) promises that over calls differing only in tensor sizes
+# and strides, inside those bounds: its launches, kernels, argument kinds and numbers other
+# than integers stay the same; its integers (arguments, byte offsets, the sizes and strides
+# of what it allocates) are affine in one size; and each grid dimension is constant or the
+# ceiling of an integer argument over one of the launch's constexprs (or 1). The recordings
+# of such calls (keys equal but for sizes and strides) give each number's formula in one of
+# those sizes, *x*: two recordings inside declared bounds, else three (the formulas of the
+# first two checked against the third). The native layer
+# then serves every later call whose sizes and strides follow the same formulas by the
+# formulas, while Triton would pick the same compiled kernel: each integer argument keeps
+# the recording's specialization (equal to 1, divisible by 16, within int32), each varying
+# size its being 0 or 1; where several grid formulas fit the recordings, all must agree.
+
+#: recordings kept per family (op and key without sizes) and families kept
+_SAMPLES = 3
+_FAMILIES = 1024
+#: calls touching this many bytes or more are left out (kernels switch to 64-bit offsets)
+_LARGE = 2**31
+_UNBOUNDED = 2**62
+_families: dict[tuple[Any, ...], list[tuple[tuple[int, ...], list[int]]]] = {}
+
+
+def forget() -> None:
+    """Forget the recordings kept for length-generic recipes (recipes were cleared)."""
+    _families.clear()
+
+
+def _constants(go: Any, full: Sequence[Any]) -> tuple[int, ...]:
+    """The integer constexprs a launch was compiled with (candidate grid divisors)."""
+    _, _, _, codes, keep = go.native
+    kept = set(range(len(codes)) if keep is None else keep)
+    return tuple(v for i, v in enumerate(full)
+                 if i not in kept and isinstance(v, int) and not isinstance(v, bool) and v > 1)
+
+
+def _zero_or_one(value: int) -> int:
+    return (value == 0) | (value == 1) << 1
+
+
+def _numbers(recipe: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[int], list[tuple[Any, ...]]]:
+    """(structure, numbers, roles) of a recipe: what must be equal between recordings, its
+    integers in the order the native layer reads them (allocations' sizes and strides, then
+    per launch its grid and each pointer's offset or integer's value), and each one's role:
+    ("size",), ("grid", launch, dim), ("int", launch, argument) or ("offset",)."""
+    allocations, steps, returns = recipe
+    structure: list[Any] = [returns]
+    numbers: list[int] = []
+    roles: list[tuple[Any, ...]] = []
+    for sizes, strides, dtype in allocations:
+        structure.append((len(sizes), dtype))
+        numbers += [*sizes, *strides]
+        roles += [("size",)] * (2 * len(sizes))
+    for index, (function, gx, gy, gz, block, shared, args) in enumerate(steps):
+        structure.append((function, block, shared))
+        numbers += [gx, gy, gz]
+        roles += [("grid", index, 0), ("grid", index, 1), ("grid", index, 2)]
+        for position, (kind, slot, offset, value) in enumerate(args):
+            if kind in (KINDS["pointer"], KINDS["tensor_map"]):
+                structure.append((kind, slot, value))
+                numbers.append(offset)
+                roles.append(("offset",))
+            elif kind in (KINDS["null"], KINDS["f32"], KINDS["f64"], KINDS["u64"]):
+                structure.append((kind, value))  # nulls, floats and resident addresses stay
+            else:
+                structure.append((kind,))
+                numbers.append(value)
+                roles.append(("int", index, position))
+    return tuple(structure), numbers, roles
+
+
+def _affine(xs: Sequence[int], values: Sequence[int]) -> tuple[int, int, int] | None:
+    """(a, b, 1) with value = a + b * x at every sample (b an integer), or None."""
+    dx, dv = xs[1] - xs[0], values[1] - values[0]
+    if dv % dx:
+        return None
+    b = dv // dx
+    a = values[0] - b * xs[0]
+    return (a, b, 1) if all(a + b * x == v for x, v in zip(xs, values)) else None
+
+
+def _evaluate(form: tuple[int, int, int], x: int) -> int:
+    a, b, c = form
+    return -(-(a + b * x) // c)
+
+
+def _class(value: int) -> int:
+    """What Triton specializes an integer argument on: 1, divisible by 16, within int32."""
+    return (value == 1) | (value % 16 == 0) << 1 | (-(2**31) <= value < 2**31) << 2
+
+
+def learn(family: tuple[Any, ...], entries: tuple[int, ...], recipe: tuple[Any, ...],
+          constants: Sequence[tuple[int, ...]], bounds: Sequence[tuple[int, int, int, int]]) -> tuple[Any, ...] | None:
+    """The length-generic form of this call's recipe from the last recordings of its family
+    (None until three agree): ``(pivot, x_low, x_high, entries, numbers)``, ``pivot`` the
+    position of *x* among the key's sizes and strides (``entries``), ``entries`` each one's
+    ``(a, b, zero_or_one)``, ``numbers`` each number's ``(formulas, guard, expected)`` with
+    formulas ``(a, b, c)`` for ceil((a + b x) / c). Guards: 0 none, 1 an integer argument's
+    specialization equals ``expected`` (:func:`_class`), 2 a grid's x is 1 .. 2**31 - 1, 3
+    its y or z 1 .. 65535, 4 a size's being 0 or 1 equals ``expected``'s."""
+    structure, numbers, roles = _numbers(recipe)
+    # recordings that launch other compiled kernels (another specialization of an argument)
+    # or declare other bounds are learnt apart
+    kind = (family, structure, tuple(constants), tuple(bounds))
+    samples = _families.get(kind)
+    if samples is None:
+        if len(_families) >= _FAMILIES:
+            _families.clear()
+        samples = _families[kind] = []
+    samples.append((entries, numbers))
+    del samples[:-_SAMPLES]
+    # bounds declare where the formulas hold: two recordings inside them give the formulas;
+    # without, a third checks those of the first two
+    needed = 2 if bounds else _SAMPLES
+    if len(samples) < needed or any(len(s[0]) != len(entries) or len(s[1]) != len(numbers) for s in samples):
+        return None
+    samples = samples[-needed:]
+    moved = [i for i in range(len(entries)) if len({s[0][i] for s in samples}) > 1]
+    if not moved:
+        return None
+    pivot = min(moved, key=lambda i: abs(samples[1][0][i] - samples[0][0][i]) or _UNBOUNDED)
+    xs = [s[0][pivot] for s in samples]
+    if len(set(xs)) != len(xs):
+        return None
+    entry_forms = []
+    for i, value in enumerate(entries):
+        form = _affine(xs, [s[0][i] for s in samples])
+        if form is None:
+            return None
+        entry_forms.append((form[0], form[1], _zero_or_one(value)))
+    # every integer but the grids is affine in x; then each grid is constant, or an
+    # integer argument of its launch (affine, not constant) over a constexpr (or 1)
+    forms: dict[tuple[Any, ...], tuple[int, int, int]] = {}
+    for i, role in enumerate(roles):
+        if role[0] != "grid":
+            form = _affine(xs, [s[1][i] for s in samples])
+            if form is None:
+                return None
+            forms[i, *role] = form
+    number_forms = []
+    for i, (value, role) in enumerate(zip(numbers, roles)):
+        values = [s[1][i] for s in samples]
+        if role[0] == "int":
+            number_forms.append(((forms[i, *role],), 1, _class(value)))
+            continue
+        if role[0] != "grid":
+            size = role[0] == "size"
+            number_forms.append(((forms[i, *role],), 4 if size else 0, _zero_or_one(value) if size else 0))
+            continue
+        candidates = [(value, 0, 1)] if len(set(values)) == 1 else []
+        launch = role[1]
+        for key, (a, b, _) in forms.items():
+            if key[1:3] == ("int", launch) and b:
+                for c in {1, *constants[launch]}:
+                    if all(_evaluate((a, b, c), x) == v for x, v in zip(xs, values)):
+                        candidates.append((a, b, c))
+        if not candidates:
+            return None
+        number_forms.append((tuple(dict.fromkeys(candidates)), 2 if role[2] == 0 else 3, 0))
+    arguments = {key[2:]: form for key, form in forms.items() if key[1] == "int"}
+    low, high = -_UNBOUNDED, _UNBOUNDED
+    for launch, position, least, most in bounds:
+        form = arguments.get((launch, position))
+        if form is None:
+            return None
+        a, b, _ = form
+        if b == 0:
+            continue  # the bounded argument does not move: the recordings were inside
+        if b > 0:
+            low, high = max(low, -(-(least - a) // b)), min(high, (most - a) // b)
+        else:
+            low, high = max(low, -(-(a - most) // -b)), min(high, (a - least) // -b)
+    if low > high:
+        return None
+    return (pivot, low, high, tuple(entry_forms), tuple(number_forms))

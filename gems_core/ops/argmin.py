@@ -53,6 +53,8 @@ def _aminmax(x: torch.Tensor, dim: int | None, keepdim: bool, outs: tuple[Any, A
         return NotImplemented  # ATen raises for mismatched out dtypes
     if x.numel() == 0 or x.dtype.is_complex:
         return NotImplemented  # ATen raises: a reduction over nothing has no minimum
+    if dim is None and keepdim and x.device.type != "cpu":
+        return NotImplemented  # ATen's CPU kernel keeps the reduced dims here, its CUDA kernel does not
     dims = None if dim is None else (dim,)
     low = reduce_dims(x, dims, keepdim, MIN, False, x.dtype, outs[0], None)
     if low is NotImplemented:

@@ -61,7 +61,9 @@ written only where the backward needs it.
 
 Host path. A decode call that needs no gradient keeps its launches per call signature
 (:class:`DecodePlan`): a repeat call allocates its output (and the partials' scratch) and
-launches, with no validation, tuning or split logic.
+launches, with no validation, tuning or split logic. A plan declares the key counts its
+choices hold for (the same key blocks and tuning bucket: :func:`_same_choices`), so that the
+native dispatch layer serves a growing KV cache's new lengths from one recipe.
 
 Configs. Three tunables: "attention" (the prefill kernel: BLOCK_M, BLOCK_N, warps,
 stages), "attention_decode" (BLOCK_N, warps, stages; the split count follows from the
@@ -572,7 +574,7 @@ def _tile_bytes(dtype: torch.dtype, rows: int | None, blocks: dict[str, Any], ma
     size, block_d, block_dv = dtype.itemsize, blocks["BLOCK_D"], blocks["BLOCK_DV"]
     block_n, stages = config.params["BLOCK_N"], config.num_stages
     scores = (rows if rows is not None else config.params["BLOCK_M"]) * block_n
-    if runtime.current().selection.execution.triton_backend == "hip":
+    if runtime.current().limits.pipelining == "stream":
         buffers = max(1, stages - 1)
         tiles = (buffers * block_n * (block_d + block_dv) + scores) * size
     else:
@@ -585,13 +587,14 @@ def _tile_bytes(dtype: torch.dtype, rows: int | None, blocks: dict[str, Any], ma
 
 def _fits(dtype: torch.dtype, rows: int | None, blocks: dict[str, Any], masked: bool) -> Callable[[KernelConfig], bool]:
     """Whether a config's tiles fit the chip's shared memory, ``rows`` being the Q tile's
-    rows (None: the config's BLOCK_M). Triton's NVIDIA pipeliner keeps the Q tile and
-    ``num_stages`` buffers of a K and a V tile there; with a mask, add a score tile per
-    buffer (the pipelined mask loads, the masked scores' layout change), with fp32 inputs
-    one fp32 score tile (a layout change). Measured by the compile check on sm_90: exact
-    for 16-bit inputs without a mask, above it otherwise. AMD's stream pipeliner keeps
-    ``num_stages - 1`` K/V buffers and the probabilities P in LDS, Q in registers (exact
-    on gfx942 for the core's default configs)."""
+    rows (None: the config's BLOCK_M), by the chip's ``Limits.pipelining``. Triton's NVIDIA
+    pipeliner ("stages") keeps the Q tile and ``num_stages`` buffers of a K and a V tile
+    there; with a mask, add a score tile per buffer (the pipelined mask loads, the masked
+    scores' layout change), with fp32 inputs one fp32 score tile (a layout change). Measured
+    by the compile check on sm_90: exact for 16-bit inputs without a mask, above it
+    otherwise. AMD's stream pipeliner ("stream") keeps ``num_stages - 1`` K/V buffers and
+    the probabilities P in LDS, Q in registers (exact on gfx942 for the core's default
+    configs)."""
 
     def admit(config: KernelConfig) -> bool:  # called only when a config is chosen
         padded = rows if rows is None else _decode_rows(rows, config)  # a decode config's ROWS
@@ -611,7 +614,7 @@ def _fits_backward(dtype: torch.dtype, blocks: dict[str, Any], masked: bool) -> 
     def admit(config: KernelConfig) -> bool:
         rt = runtime.current()
         block_m, block_n, stages = config.params["BLOCK_M"], config.params["BLOCK_N"], config.num_stages
-        if rt.selection.execution.triton_backend == "hip":
+        if rt.limits.pipelining == "stream":
             buffers = max(1, stages - 1)
             tiles = buffers * block_n * (block_d + block_dv) + block_m * block_n
         else:
@@ -637,7 +640,7 @@ def _decode_tile_bytes(dtype: torch.dtype, block_r: int, blocks: dict[str, Any],
     K and V buffers, plus the Q tile and the probabilities (a layout change): exact for the
     sm_90 compiles of 16-row programs in every dtype checked (bf16, fp16, fp32; BLOCK_N 16
     to 128, 2 to 6 stages). Otherwise as the forward's tiles (:func:`_tile_bytes`)."""
-    if block_r >= 64 or runtime.current().selection.execution.triton_backend == "hip":
+    if block_r >= 64 or runtime.current().limits.pipelining == "stream":
         return _tile_bytes(dtype, block_r, blocks, masked, config)
     size, block_d, block_dv = dtype.itemsize, blocks["BLOCK_D"], blocks["BLOCK_DV"]
     block_n, buffers = config.params["BLOCK_N"], max(1, config.num_stages - 1)
@@ -695,8 +698,9 @@ def _decode_rows(group_rows: int, config: KernelConfig | None = None) -> int:
 
 def _merge_mode(splits: int, block_g: int, block_dv: int, num_warps: int, merge: str | None) -> int:
     """The decode kernel's MERGE: 0 for one split; else 2 (the last split of each row block
-    merges, no second launch) on NVIDIA and in the interpreter, where the merge's tile fits
-    _MERGE_PER_THREAD elements a thread; else 1 (the combine kernel). ``merge`` ("fused",
+    merges, no second launch) where the chip allows it (``Limits.fused_merge``: NVIDIA, the
+    interpreter) and the merge's tile fits _MERGE_PER_THREAD elements a thread; else 1 (the
+    combine kernel). ``merge`` ("fused",
     "kernel"; None: ``GEMS_DECODE_MERGE``, default "auto") overrides the choice. The fused
     merge's counters are resident buffers (:func:`_counts_for`), so the native dispatch
     layer's recipes repeat it too."""
@@ -707,9 +711,7 @@ def _merge_mode(splits: int, block_g: int, block_dv: int, num_warps: int, merge:
         return 1
     if merge == "fused":
         return 2
-    if runtime.current().selection.execution.triton_backend not in (None, "cuda"):
-        return 1
-    return 2
+    return 2 if runtime.current().limits.fused_merge else 1
 
 
 def _merge_tiles(block_g: int, splits: int, block_dv: int, num_warps: int) -> tuple[int, int]:
@@ -771,8 +773,8 @@ class DecodePlan:
     (programs, splits), then the combine kernel where MERGE is 1. A repeat call allocates
     its output (and the partials' scratch) and launches; nothing is chosen again."""
 
-    __slots__ = ("combine", "config", "counts", "decode", "device", "dtype", "merge", "scratch", "shape",
-                 "splits", "strides", "uint8_mask")
+    __slots__ = ("combine", "config", "counts", "decode", "device", "dtype", "keys_bound", "merge", "scratch",
+                 "shape", "splits", "strides", "uint8_mask")
 
     def __init__(self, decode: Any, combine: Any, merge: int, splits: int, scratch: int, counts: int,
                  device: torch.device, config: KernelConfig) -> None:
@@ -789,6 +791,9 @@ class DecodePlan:
         self.strides: tuple[int, ...] = ()
         self.dtype = torch.float32
         self.uint8_mask = False
+        #: (the decode launch's argument S, least, most): the key counts this plan's choices
+        #: hold for, declared to the native layer's length-generic recipes (set by _build_decode)
+        self.keys_bound: tuple[int, int, int] | None = None
 
     @property
     def replayable(self) -> bool:
@@ -801,6 +806,8 @@ class DecodePlan:
         part = torch.empty(self.scratch, dtype=torch.float32, device=self.device) if self.scratch else out
         counts = _counts_for(self.device, self.counts) if self.merge == 2 else out
         lse = out if lse is None else lse
+        if self.keys_bound is not None and recording.native is not None:
+            recording.generic = [(0, *self.keys_bound)]  # gems_core.native.recorder.learn
         self.decode(q, k, v, mask, out, lse, part, counts)
         if self.combine is not None:
             self.combine(part, out, lse)
@@ -866,7 +873,21 @@ def _build_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch
                         BLOCK_G=block_g, BLOCK_SPLITS=block_splits, CHUNK=chunk, BLOCK_DV=block_dv,
                         WRITE_LSE=write_lse)
     scratch = rows * splits * (block_dv + 1) if mode else 0
-    return DecodePlan(decode, combine, mode, splits, scratch, programs if fused else 0, q.device, config)
+    plan = DecodePlan(decode, combine, mode, splits, scratch, programs if fused else 0, q.device, config)
+    # the decode kernel's parameter S follows 8 tensors, 20 strides, HKV, GROUP and L
+    plan.keys_bound = (8 + 5 * 4 + 3, *_same_choices(keys, block_n))
+    return plan
+
+
+def _same_choices(keys: int, block_n: int) -> tuple[int, int]:
+    """The key counts around ``keys`` for which the decode path chooses as for ``keys``: the
+    same tuning bucket, key blocks (so split count and keys per split) and EVEN_KEYS."""
+    if keys % block_n == 0:
+        return keys, keys
+    blocks = cdiv(keys, block_n)
+    least, most = (blocks - 1) * block_n + 1, blocks * block_n - 1
+    bucket = _bucket(keys)
+    return max(least, bucket // 2 + 1), min(most, bucket) if bucket < _bucket(2**62) else most
 
 
 def _decode_launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, mask_kind: int,

@@ -8,6 +8,7 @@ input. Values convert as ATen's C++ casts convert them: a float reaches uint8 th
 every other dtype reaches float16/bfloat16 through float32 (c10's Half and BFloat16 are built
 from a float), so a float64 or int64 source is rounded twice exactly where ATen rounds it
 twice (an int32/int64 source through a kernel the compiler cannot fold into one rounding).
+A float8 side converts through its bytes (float8.py).
 
 Handed to ATen (which raises where it raises): operands on different devices, except a 0-d
 CPU source, whose value is read on the host and written by the fill kernel; complex and
@@ -34,6 +35,7 @@ from ..launch_cache import recording
 from ..plan_cache import PlanCache, signature
 from ..registry import aten_op
 from .factory import fill_tensor
+from .float8 import FLOAT8_DTYPES, convert
 
 _HALVES = (torch.float16, torch.bfloat16)
 #: integer dtypes whose values float32 does not hold exactly
@@ -75,7 +77,9 @@ def _via(src: torch.dtype, dst: torch.dtype) -> torch.dtype:
 def copy_into(dst: torch.Tensor, src: torch.Tensor) -> None:
     """``dst[...] = src`` for ``src`` of ``dst``'s shape (expanded where broadcast) on its
     device, converted as ATen converts; ``dst`` must not overlap itself or ``src``."""
-    if dst.dtype in _HALVES and src.dtype in _WIDE_INTEGERS:
+    if dst.dtype in FLOAT8_DTYPES or src.dtype in FLOAT8_DTYPES:
+        convert(dst, src)
+    elif dst.dtype in _HALVES and src.dtype in _WIDE_INTEGERS:
         _kept_float32(src, out=dst, dtype=dst.dtype, compute_dtype=torch.float32, zero=0.0)
     else:
         _identity(src, out=dst, dtype=dst.dtype, compute_dtype=_via(src.dtype, dst.dtype))
@@ -120,13 +124,18 @@ def _copy_host_scalar(self: torch.Tensor, src: torch.Tensor) -> Any:
     return fill_tensor(self, src.to(self.dtype).item())
 
 
+def _copyable(t: torch.Tensor) -> bool:
+    """plain, or a float8 tensor whose bytes are (float8.py converts them)."""
+    return plain(t.view(torch.uint8) if t.dtype in FLOAT8_DTYPES else t)
+
+
 @aten_op("copy_")
 def copy_(self: torch.Tensor, src: Any, non_blocking: bool = False) -> Any:
     """``self[...] = src``, ``src`` broadcast to ``self``'s shape and converted to its dtype."""
-    if not isinstance(src, torch.Tensor) or not plain(self) or not plain(src):
+    if not isinstance(src, torch.Tensor) or not _copyable(self) or not _copyable(src):
         return NotImplemented
     if src.device != self.device:
-        if src.dim() == 0 and src.device.type == "cpu":
+        if src.dim() == 0 and src.device.type == "cpu" and plain(self):
             return _copy_host_scalar(self, src)
         return NotImplemented  # transfers between devices are ATen's
     assert_no_internal_overlap(self)
@@ -144,6 +153,10 @@ def copy_(self: torch.Tensor, src: Any, non_blocking: bool = False) -> Any:
             recording.impure = True
             return self
         return NotImplemented  # overlaps ATen finds too hard to decide: it copies them
+    if recording.native is not None and self.is_contiguous():
+        # into a contiguous tensor (a clone, a grouped-query attention's repeated keys and
+        # values): the copy's numbers follow affinely from the sizes, as cat's
+        recording.generic = []
     if self.numel():
         copy_into(self, source)
     return self
@@ -254,6 +267,11 @@ def cat(tensors: Sequence[torch.Tensor], dim: int = 0) -> Any:
         if layout is None:
             return NotImplemented
         _cat_layouts.store(key, layout)
+    if recording.native is not None and all(t.is_contiguous() for t in tensors):
+        # contiguous inputs: the output's layout, each input's slice and its copy's numbers
+        # follow affinely from the sizes, so one recipe serves a growing length (a KV cache's
+        # cat at each decoding step; gems_core.native.recorder.learn)
+        recording.generic = []
     return layout(tensors)
 
 

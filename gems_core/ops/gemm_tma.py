@@ -1,5 +1,6 @@
-"""A persistent GEMM over tensor descriptors (TMA) for large 16-bit products on NVIDIA Hopper
-and later (compute capability >= 9.0), dispatched to by mm.py (see :func:`variant` there).
+"""A persistent GEMM over tensor descriptors (TMA) for large 16-bit products on chips whose
+limits declare them (``Limits.tensor_descriptors``: NVIDIA Hopper and later), dispatched to
+by mm.py (see :func:`variant` there).
 
 Persistent. The grid has one program per compute unit (at most one per result tile:
 ``min(tiles, compute_units)``), and each program walks the result tiles ``pid, pid + grid,
@@ -203,42 +204,28 @@ def _mode() -> str:
     return settings.get("GEMS_MM_TMA")
 
 
-def _cuda_capability(index: int | None) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
-
-
 #: device index -> (the runtime it was decided for, whether the chip runs this kernel)
 _support: dict[int | None, tuple[runtime.Runtime, bool]] = {}
 
 
 def supported(device: torch.device) -> bool:
     """Whether kernels for ``device`` run (or, in compile-only execution, are compiled) on a
-    chip with tensor descriptors: an NVIDIA GPU of compute capability 9.0 or later under a
-    Triton that has them, with the shared memory for one of the tunable's configs (not the
-    99 KB parts, sm_120). In the CPU interpreter, whether the selected backend's own target
-    is such a chip (an emulated Hopper: the interpreter executes descriptors too)."""
+    chip with tensor descriptors (its ``Limits.tensor_descriptors``: NVIDIA Hopper and later)
+    under a Triton that has them, with the shared memory for one of the tunable's configs (not
+    the 99 KB parts, sm_120). In the CPU interpreter, what the selected backend's limits say
+    (an emulated Hopper: the interpreter executes descriptors too)."""
     rt = runtime.current()
     cached = _support.get(device.index)
     if cached is None or cached[0] is not rt:
-        cached = _support[device.index] = (rt, _chip_supports(rt, device))
+        cached = _support[device.index] = (rt, _chip_supports(rt))
     return cached[1]
 
 
-def _chip_supports(rt: runtime.Runtime, device: torch.device) -> bool:
-    if TensorDescriptor is None:
+def _chip_supports(rt: runtime.Runtime) -> bool:
+    limits = rt.limits  # a compile target's own limits in compile-only execution
+    if TensorDescriptor is None or not limits.tensor_descriptors:
         return False
-    execution = rt.selection.execution
-    target = execution.compile_target
-    if target is None and execution.interpreter:
-        target = rt.selection.descriptor.target
-    if target is not None:
-        if target.backend != "cuda" or not isinstance(target.arch, int) or target.arch < 90:
-            return False
-    elif execution.triton_backend != "cuda" or device.type != "cuda" or torch.version.hip is not None:
-        return False
-    elif _cuda_capability(device.index) < (9, 0):
-        return False
-    admit = _fits(torch.float16, rt.limits.shared_memory_per_block)
+    admit = _fits(torch.float16, limits.shared_memory_per_block)
     return any(admit(config) for config in MM_TMA.configs())
 
 

@@ -59,6 +59,7 @@ def _norm_forward_kernel(
     HAS_B: tl.constexpr,
     BLOCK_N: tl.constexpr,
     ACC: tl.constexpr,  # float64 for float64 inputs, else float32
+    INF_NAN: tl.constexpr,  # rms: a row whose sum of squares is inf normalizes to NaN
 ):
     # layer:  mean = sum(x) / N,  rstd = 1 / sqrt(sum((x - mean)^2) / N + eps)
     # rms:    mean = 0,           rstd = 1 / sqrt(sum(x^2) / N + eps)
@@ -79,7 +80,10 @@ def _norm_forward_kernel(
         x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(ACC)
         centered = tl.where(mask, x - mean, 0.0)
         acc += centered * centered
-    rstd = 1.0 / tl.sqrt(tl.reduce(acc, 0, add_combine) / N + eps)
+    squares = tl.reduce(acc, 0, add_combine)
+    rstd = 1.0 / tl.sqrt(squares / N + eps)
+    if INF_NAN:
+        rstd = tl.where(squares == float("inf"), float("nan"), rstd)
     if not RMS:
         tl.store(mean_ptr + row, mean.to(mean_ptr.dtype.element_ty))
     tl.store(rstd_ptr + row, rstd.to(rstd_ptr.dtype.element_ty))
@@ -331,7 +335,7 @@ def native_layer_norm(
     if m:
         tensors = (x, out, _flat(weight, x), _flat(bias, x), mean, rstd)
         launch = _bind_forward(m, n, stride, tensors, float(eps), RMS=False, HAS_W=weight is not None,
-                               HAS_B=bias is not None)
+                               HAS_B=bias is not None, INF_NAN=False)
         launch.with_trailing(tensors, (float(eps),))
     _layer_norm_plans.store(key, _LayerNormPlan(copy, mean, launch))
     return out, mean, rstd
@@ -416,8 +420,11 @@ def _rms_norm_forward(
         tensors = (flat, y, w, flat, rstd, rstd)
         launch = plan.launch
         if launch is None:
+            # ATen's GPU kernel accumulates the squares as a running mean, which an inf turns
+            # into NaN for the whole row; its CPU composite scales the row's finite values to 0
             launch = plan.launch = _bind_forward(m, n, plan.stride_x, tensors, eps, RMS=True,
-                                                 HAS_W=weight is not None, HAS_B=False)
+                                                 HAS_W=weight is not None, HAS_B=False,
+                                                 INF_NAN=x.device.type != "cpu")
         launch.with_trailing(tensors, (eps,))
     return y, flat, rstd
 

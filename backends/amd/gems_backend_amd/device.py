@@ -61,6 +61,7 @@ def descriptor(arch: str = DEFAULT_ARCH) -> BackendDescriptor:
             max_warps=MAX_THREADS_PER_BLOCK // lanes,
             max_threads_per_block=MAX_THREADS_PER_BLOCK,
             shared_memory_per_block=LDS_PER_WORKGROUP.get(arch, FALLBACK_LDS),
+            pipelining="stream",  # Triton's AMD stream pipeliner
         ),
         dtypes=DtypeSupport(float64=True, bfloat16=True, int64=True),
         triton_versions=">=3.6,<3.10",

@@ -61,6 +61,9 @@ def _limits(arch: str) -> Limits:
         max_warps=MAX_THREADS_PER_BLOCK // WARP_SIZE,
         max_threads_per_block=MAX_THREADS_PER_BLOCK,
         shared_memory_per_block=SHARED_MEMORY_PER_BLOCK.get(arch_key(arch), FALLBACK_SHARED_MEMORY),
+        # the decode merge's counters rely on PTX's acquire-release atomics and L1 bypass
+        fused_merge=True,
+        tensor_descriptors=capability(arch) >= 90,  # TMA since Hopper
     )
 
 
@@ -72,7 +75,9 @@ def descriptor(arch: str = DEFAULT_ARCH) -> BackendDescriptor:
         dispatch_key="CUDA",
         target=TritonTarget("cuda", capability(arch), WARP_SIZE),
         limits=_limits(arch),
-        dtypes=DtypeSupport(float64=True, bfloat16=True, int64=True),
+        # float8 from Ada and Hopper (compute capability 8.9) on
+        dtypes=DtypeSupport(float64=True, bfloat16=True, int64=True,
+                            float8_e4m3fn=capability(arch) >= 89, float8_e5m2=capability(arch) >= 89),
         triton_versions=">=3.6,<3.10",
         gems_core_versions=">=0.1,<0.2",
         compile_targets=(TritonTarget("cuda", 80, WARP_SIZE), TritonTarget("cuda", 90, WARP_SIZE)),

@@ -9,9 +9,9 @@ integer arguments are declared ``do_not_specialize`` and their pointers
 ``do_not_specialize_on_alignment``.
 
 Each launch is also reported to gems' native dispatch layer while it records a call
-(``gems_core.launch_cache.recording.native``): the kernel's parameters as Triton's launcher
-passes them, host tensor descriptors expanded into the TMA tensor map (a
-:class:`~gems_core.native.recorder.TensorMap`, which the layer encodes on each launch from
+(:mod:`gems_core.launches`): the kernel's parameters as Triton's launcher passes them, host
+tensor descriptors expanded into the TMA tensor map (a
+:class:`~gems_core.launches.TensorMap`, which the layer encodes on each launch from
 the operand's address) and the descriptor's sizes and strides. A call whose recipe repeats
 the launch then runs from C++ with no Python. A kernel whose launch the layer could not
 repeat (clusters, scratch memory, a Triton that passes its parameters otherwise) marks the
@@ -25,9 +25,8 @@ from typing import Any
 
 import torch
 
-from gems_core import compat
-from gems_core.launch_cache import plain_launch, recording
-from gems_core.native.recorder import TensorMap
+from gems_core import launches
+from gems_core.launches import LaunchedKernel, TensorMap
 
 #: Triton's scalar parameter types -> the recorder's launch codes
 _SCALAR_CODES = {"i8": "b", "i16": "h", "i32": "i", "i64": "l", "u8": "B", "u16": "H", "u32": "I", "u64": "K",
@@ -37,12 +36,12 @@ _L2_PROMOTION_128B = 2
 
 
 class _Reported:
-    """What the native layer needs to repeat a kept launch (``native``: function, block
+    """What the native layer needs to repeat a kept launch (``kernel``: function, block
     threads, dynamic shared memory, parameter codes) and how to expand a launch's arguments
     into the kernel's parameters (:meth:`parameters`)."""
 
-    def __init__(self, native: tuple[Any, ...], expand: tuple[Any, ...]) -> None:
-        self.native = native
+    def __init__(self, kernel: LaunchedKernel, expand: tuple[Any, ...]) -> None:
+        self.kernel = kernel
         self._expand = expand  # per argument: None (as is), "skip" (constexpr) or a descriptor's metadata
 
     def parameters(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -81,7 +80,7 @@ def reported(compiled: Any) -> _Reported | None:
     except ImportError:
         return None
     metadata = compiled.metadata
-    if not plain_launch(metadata):
+    if not launches.plain_launch(metadata):
         return None
     packed = getattr(compiled, "packed_metadata", None)
     if not (isinstance(packed, tuple) and len(packed) == 3 and all(isinstance(v, int) for v in packed)):
@@ -122,7 +121,7 @@ def reported(compiled: Any) -> _Reported | None:
         return None
     # Triton's launcher passes its scratch pointers after the kernel's parameters (null here)
     codes += ["O" for field in ("global_scratch_size", "profile_scratch_size") if hasattr(metadata, field)]
-    return _Reported((int(compiled.function), 32 * warps, shared, "".join(codes), None), tuple(expand))
+    return _Reported(LaunchedKernel(int(compiled.function), 32 * warps, shared, "".join(codes)), tuple(expand))
 
 
 def _dims(grid: Sequence[int]) -> tuple[int, ...]:
@@ -152,13 +151,13 @@ class KeptLauncher:
     def _launch(self, grid: Sequence[int], args: tuple[Any, ...], key: Hashable) -> None:
         launch = self._compiled.get(key)
         if launch is not None:
-            launch(grid, compat.current_stream(key[0]), args)  # type: ignore[index]
+            launch(grid, launches.current_stream(key[0]), args)  # type: ignore[index]
         else:
             kernel = self.kernel[tuple(grid)](*args, **self.options)
             run, function = getattr(kernel, "run", None), getattr(kernel, "function", None)
             packed = getattr(kernel, "packed_metadata", None)
             if run is None or function is None or packed is None:
-                recording.impure = True  # nothing to describe the launch with
+                launches.unrepeatable()  # nothing to describe the launch with
                 return  # a Triton whose launch returns no compiled kernel: every call goes through it
 
             def kept(grid: Sequence[int], stream: int, args: tuple[Any, ...]) -> None:
@@ -169,15 +168,15 @@ class KeptLauncher:
                 self._reported[key] = reported(kernel)
             except (AttributeError, KeyError, TypeError, ValueError):
                 self._reported[key] = None
-        if recording.native is not None:
+        if launches.recording():
             self._report(grid, args, key)
 
     def _report(self, grid: Sequence[int], args: tuple[Any, ...], key: Hashable) -> None:
         how = self._reported.get(key)
         if how is None:
-            recording.impure = True
+            launches.unrepeatable()
             return
-        recording.native.append((how, _dims(grid), how.parameters(args)))  # type: ignore[union-attr]
+        launches.report(how.kernel, grid, how.parameters(args))
 
     def kept(self) -> int:
         """How many signatures launch through their compiled kernel directly."""

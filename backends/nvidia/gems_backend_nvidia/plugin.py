@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from gems_core import BackendDescriptor, DetectedDevice, KernelConfig, KernelVariant, OpGate, hookimpl
+from gems_core.contract import NativeLaunch
 from gems_core.shipped import package_table
 
 from . import configs, device
@@ -20,6 +21,13 @@ def gems_descriptor() -> BackendDescriptor:
 @hookimpl
 def gems_detect() -> DetectedDevice | None:
     return device.detect()
+
+
+@hookimpl
+def gems_native_launch() -> NativeLaunch:
+    from . import driver
+
+    return driver.native_launch()
 
 
 @hookimpl

@@ -58,7 +58,7 @@ def test_launches_are_described_for_the_native_layer(compiled: dict[str, Any]) -
     from types import SimpleNamespace
 
     from gems_backend_nvidia.launcher import reported
-    from gems_core.native.recorder import TensorMap
+    from gems_core.launches import LaunchedKernel, TensorMap
 
     launch = compiled["launch"]
     scratch = [size for size in launch["scratch"] if size is not None]
@@ -71,7 +71,7 @@ def test_launches_are_described_for_the_native_layer(compiled: dict[str, Any]) -
                              src=SimpleNamespace(fn=SimpleNamespace(arg_names=names), signature=signature))
     how = reported(kernel)
     assert how is not None
-    assert how.native == (1234, 128, 200_000, "TiillTiillTiilliiif" + "O" * len(scratch), None)
+    assert how.kernel == LaunchedKernel(1234, 128, 200_000, "TiillTiillTiilliiif" + "O" * len(scratch))
     config = gemm_sm90.CONFIGS[0]  # the compile of "compiled"'s PTX: B column-major
     m, k, n = 1000, 520, 1496
     a = torch.empty(m, k, dtype=torch.bfloat16)

@@ -41,7 +41,7 @@ def _through_autograd(forward: Callable[[torch.Tensor], torch.Tensor]) -> Callab
 #: name -> (forward, the overloads it reaches, the backward overload)
 ACTIVATIONS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], str, str]] = {
     "elu": (lambda x: F.elu(x, alpha=0.8), "elu", "elu_backward"),
-    "celu": (lambda x: F.celu(x, alpha=1.5), "elu", "elu_backward"),
+    "celu": (lambda x: F.celu(x, alpha=1.5), "celu", "elu_backward"),
     "selu": (F.selu, "elu", "elu_backward"),
     "relu6": (F.relu6, "hardtanh", "hardtanh_backward"),
     "hardtanh": (lambda x: F.hardtanh(x, -2.0, 1.5), "hardtanh", "hardtanh_backward"),
