@@ -27,8 +27,8 @@ __all__ = [
     "attention", "attention_backward", "attention_decode", "batch_norm", "block", "compact", "conv",
     "conv_depthwise", "conv_weight_grad", "factory",
     "gather_rows", "gemv", "mm", "mm_decode", "mm_tma", "norm", "padding", "padding_backward",
-    "pointwise", "pool", "reduction", "resample", "resample_backward", "row", "softmax",
-    "strided_copy", "tile", "topk", "topk_chunk", "triangular", "unique",
+    "pointwise", "pool", "reduction", "resample", "resample_aa", "resample_backward", "row", "scaled_mm",
+    "softmax", "strided_copy", "tile", "topk", "topk_chunk", "triangular", "unique",
 ]
 
 
@@ -62,6 +62,20 @@ def gemv(BLOCK_N: int, BLOCK_K: int,
          num_warps: int = 4, num_stages: int = 2, options: Options = None) -> KernelConfig:
     """A matrix-vector tile: BLOCK_N outputs a program, K in steps of BLOCK_K."""
     return _config({"BLOCK_N": BLOCK_N, "BLOCK_K": BLOCK_K}, num_warps, num_stages, options)
+
+
+def scaled_mm(BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_warps: int = 4, num_stages: int = 3,
+              options: Options = None) -> KernelConfig:
+    """A float8 GEMM tile (``scaled_mm``): BLOCK_M x BLOCK_N outputs a program, K in steps of
+    BLOCK_K."""
+    return _config({"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "BLOCK_K": BLOCK_K}, num_warps, num_stages, options)
+
+
+def resample_aa(BLOCK_L: int, BLOCK_I: int, num_warps: int = 4, num_stages: int = 1,
+                options: Options = None) -> KernelConfig:
+    """One window pass of antialiased resampling: BLOCK_L coordinates of the resampled dim x
+    BLOCK_I of the dim after it a program."""
+    return _config({"BLOCK_L": BLOCK_L, "BLOCK_I": BLOCK_I}, num_warps, num_stages, options)
 
 
 def tile(BLOCK_M: int, BLOCK_N: int,

@@ -413,7 +413,8 @@ def check(case: SemanticCase, device: torch.device, profile: str = "full") -> Re
         replays = _native_hits(case.aten)
         got, error = _outcome(call)
         replayed = _native_hits(case.aten) > replays
-    record.metrics = {"served_by": "gems" if watch.hit or replayed else "aten"}
+    served = watch.hit or replayed
+    record.metrics = {"served_by": "gems" if served else "aten"}
     record.seconds = time.perf_counter() - start
     if aten_error is not None:
         record.detail = f"ATen raises {type(aten_error).__name__}: {aten_error}"[:500]
@@ -430,10 +431,10 @@ def check(case: SemanticCase, device: torch.device, profile: str = "full") -> Re
     if problem:
         record.status, record.message = R.FAIL, problem
     elif gated:
-        record.status, record.reason = (R.FAIL, "") if watch.hit else (R.FALLBACK, gated)
-        if watch.hit:
+        record.status, record.reason = (R.FAIL, "") if served else (R.FALLBACK, gated)
+        if served:
             record.message = "gated to ATen, but gems' implementation ran"
-    elif not watch.hit:
+    elif not served:
         record.status, record.message = R.FAIL, "gems did not serve the call: it ran on ATen"
     return record
 

@@ -1,0 +1,77 @@
+"""Activations with a parameter: celu (alpha; functional, out= and in place) and PReLU's
+kernels (a learned weight broadcast against the input: ``_prelu_kernel`` and its backward,
+which ATen's prelu composite calls and reduces).
+
+celu is activation_more.py's elu kernel with ``input_scale = 1 / alpha``, as ATen defines
+it; the PReLU kernels are generated pointwise ops. Floating inputs only: ATen raises for
+the others, and so it is handed them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from ..codegen.pointwise import pointwise
+from ..registry import aten_op
+from .activation_more import _elu
+
+
+def _celu_extras(alpha: Any) -> dict[str, Any]:
+    return {"alpha": float(alpha), "scale": 1.0, "input_scale": 1.0 / float(alpha)}
+
+
+def _celu_served(self: torch.Tensor, alpha: Any) -> bool:
+    return self.is_floating_point() and float(alpha) != 0  # ATen raises for alpha 0
+
+
+@aten_op("celu")
+def celu(self: torch.Tensor, alpha: Any = 1.0) -> Any:
+    """max(0, x) + min(0, alpha (e^(x / alpha) - 1))."""
+    return _elu(self, **_celu_extras(alpha)) if _celu_served(self, alpha) else NotImplemented
+
+
+@aten_op("celu.out")
+def celu_out(self: torch.Tensor, alpha: Any = 1.0, *, out: torch.Tensor) -> Any:
+    if not _celu_served(self, alpha) or out.dtype != self.dtype:
+        return NotImplemented
+    return _elu(self, out=out, **_celu_extras(alpha))
+
+
+@aten_op("celu_")
+def celu_(self: torch.Tensor, alpha: Any = 1.0) -> Any:
+    return _elu.inplace(self, **_celu_extras(alpha)) if _celu_served(self, alpha) else NotImplemented
+
+
+@pointwise(kind="DEFAULT")
+@triton.jit
+def _prelu(x, weight):
+    return tl.where(x > 0, x, weight * x)
+
+
+@pointwise(kind="DEFAULT", num_outputs=2)
+@triton.jit
+def _prelu_backward(dy, x, weight):
+    # (d/dx, d/dweight) per element; the composite sums the weight's over its broadcast dims.
+    # NaN takes the weighted branch, as in ATen
+    positive = x > 0
+    return tl.where(positive, dy, weight * dy), tl.where(positive, 0.0, x * dy)
+
+
+def _floating(*tensors: torch.Tensor) -> bool:
+    return all(t.is_floating_point() and t.dtype == tensors[0].dtype for t in tensors)
+
+
+@aten_op("_prelu_kernel")
+def prelu_kernel(self: torch.Tensor, weight: torch.Tensor) -> Any:
+    """x where x > 0, weight * x elsewhere, ``weight`` broadcast against ``self``."""
+    return _prelu(self, weight) if _floating(self, weight) else NotImplemented
+
+
+@aten_op("_prelu_kernel_backward")
+def prelu_kernel_backward(grad_output: torch.Tensor, self: torch.Tensor, weight: torch.Tensor) -> Any:
+    """(grad_input, grad_weight), both of the broadcast shape."""
+    return _prelu_backward(grad_output, self, weight) if _floating(grad_output, self, weight) else NotImplemented
