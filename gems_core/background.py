@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import logs, runtime, settings
-from .launch_cache import recording
+from .recording import recording
 
 _log = logs.get("launch")
 

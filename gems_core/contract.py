@@ -209,10 +209,47 @@ class VariantCompile:
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: variant point (:mod:`gems_core.variants`) -> the signature and contract a variant at that
+#: point follows
+VARIANT_POINTS: dict[str, str] = {
+    "attention_forward": (
+        "fn(q, k, v, out, lse, causal, qk_scale) -> bool: attention without a mask, from the "
+        "SDPA prefill path (more than 16 queries, or causal). q is (B, H, L, D), k is "
+        "(B, HKV, S, D) and v is (B, HKV, S, DV) with H a multiple of HKV (DV may differ from "
+        "D), any strides, all on the backend's device in one dtype. Write softmax(scores) @ v "
+        "into out ((B, H, L, DV), preallocated), where the "
+        "scores are qk_scale * q @ k^T in base 2 (qk_scale > 0 is the softmax scale times "
+        "log2(e)), causal masking keeps key j <= query i (top-left), and write each row's "
+        "base-2 log-sum-exp of its scores (max + log2(sum of exp2)) into lse, a (B * H, L) "
+        "float32 tensor (the backward reads it). Return False, having written nothing, to "
+        "leave the call to the portable kernel."
+    ),
+    "mm": (
+        "fn(a, b, out, bias, alpha, beta) -> bool: a matrix product from mm and addmm (and the "
+        "products built on them: linear, matmul) that the core would run on its tiled or "
+        "tensor-descriptor kernel (more than one row and column, and more than 64 rows unless "
+        "fp64). a is (M, K), "
+        "b is (K, N), out is (M, N), preallocated, not overlapping a or b; any strides, all on "
+        "the backend's device in one floating dtype, M, N > 0 (K may be 0). Write "
+        "alpha * (a @ b) + beta * bias into out, accumulating in at least fp32; bias is None "
+        "(mm, or addmm with beta == 0: then nothing of the input is read) or addmm's input "
+        "expanded to (M, N) (stride-0 broadcast dims), which may be out itself. alpha and beta "
+        "are Python numbers. Return False, having written nothing, to leave the call to the "
+        "core's kernels."
+    ),
+}
+
+#: point name -> the op whose kernel holds it (the compile tier's ``--ops`` selects by op)
+VARIANT_POINT_OPS: dict[str, str] = {
+    "attention_forward": "scaled_dot_product_attention",
+    "mm": "mm",
+}
+
+
 @dataclass(frozen=True)
 class KernelVariant:
     """A chip's own implementation of one of the core's variant points
-    (:data:`gems_core.variants.POINTS`): the core offers it each call at that point, and it
+    (:data:`VARIANT_POINTS`): the core offers it each call at that point, and it
     serves the inputs it accepts (returning True) or declines (False), leaving them to the
     portable kernel. ``fn`` follows the point's documented signature. ``compiles``, given a
     Triton target, lists the compiles the kernel needs there (none for a target it does not

@@ -29,6 +29,9 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import runtime
+from .registry import all_impls
+
 #: ops that allocate, describe or reshape a tensor (views whose schemas say so are found by
 #: :func:`no_kernel`), or read one scalar to the host: no kernel to serve
 NO_KERNEL = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided",
@@ -89,9 +92,6 @@ def trace_script(script: str | Path, argv: Sequence[str] = ()) -> Counter[str]:
 
 def classify(calls: Counter[str]) -> list[dict[str, Any]]:
     """One row per overload called: op, calls, status (gems, gated, parts, aten), why."""
-    from . import runtime
-    from .registry import all_impls
-
     impls = all_impls()
     policy = runtime.current().policy
     rows = []

@@ -26,10 +26,12 @@ from typing import Any
 import torch
 import triton
 
-from . import background, native, settings
+from . import background, native, runtime, settings
 from ._version import __version__
 from .contract import GATEABLE_DTYPES, KernelConfig, KernelOverride
 from .plugins import ENTRY_POINT_GROUP, BackendError, InstalledBackend, discover
+from .registry import all_impls
+from .tuning import tunables as all_tunables
 
 EXIT_SELECTION_FAILED = 2
 _SELECTION_VARIABLES = ("GEMS_DEVICE", "GEMS_EMULATE", "GEMS_COMPILE_TARGET")
@@ -157,8 +159,6 @@ def _op_gate(gates: Mapping[str, frozenset[str]], overload: str) -> Any:
 
 
 def _ops_section(rt: Any) -> dict[str, Any]:
-    from .registry import all_impls
-
     packets: dict[str, list[dict[str, Any]]] = {}
     for name, impl in sorted(all_impls().items()):
         packets.setdefault(impl.packet, []).append(
@@ -181,8 +181,6 @@ def _ops_section(rt: Any) -> dict[str, Any]:
 
 def collect() -> dict[str, Any]:
     """The whole report as JSON-ready data; ``error`` is set when no backend is selected."""
-    from . import runtime
-
     report: dict[str, Any] = {
         "versions": {
             "gems-core": __version__,
@@ -208,8 +206,6 @@ def collect() -> dict[str, Any]:
         installed = discover()
         report["backends"] = [_backend_row(b, None) for b in installed.values()]
         return report
-    from .tuning import tunables as all_tunables
-
     tunables = all_tunables()
     report["backends"] = [
         _backend_row(b, rt.selection.backend.name) for b in rt.selection.installed.values()

@@ -30,8 +30,9 @@ from typing import Any
 
 import torch
 
-from . import compat, logs, settings
+from . import background, compat, logs, runtime, settings
 from .contract import KernelConfig
+from .recording import recording
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
@@ -45,25 +46,6 @@ interpreter_state = _InterpreterState()
 #: after, process-wide: interpreted kernels of several threads run one at a time
 _interpreter_lock = threading.RLock()
 
-
-class _Recording(threading.local):
-    #: while set, every launch on this thread is appended as (cache, grid3, args, config,
-    #: options, constexprs): see :func:`gems_core.plan_cache.record`
-    calls: list[tuple[Any, ...]] | None = None
-    #: while set, every compiled launch on this thread is appended as (launcher, grid3,
-    #: arguments): the native layer's recorder (gems_core.native.recorder)
-    native: list[tuple[Any, ...]] | None = None
-    #: set when a gems kernel handed (part of) a call to ATen: such a call is not repeatable
-    impure = False
-    #: False inside a dispatched op call that has launched no kernel yet (which ATen may then
-    #: still serve whole: gems_core.background); every launch sets it
-    launched: bool | None = None
-    #: set when ATen served a call because its kernel still compiles in the background: the
-    #: native layer records the call again later instead of refusing it for good
-    deferred = False
-
-
-recording = _Recording()
 
 #: buffers kernels keep across calls, by data pointer (:func:`keep_resident`); never released
 _resident: dict[int, torch.Tensor] = {}
@@ -80,6 +62,23 @@ def keep_resident(buffer: torch.Tensor) -> torch.Tensor:
 def is_resident(address: int) -> bool:
     """Whether ``address`` lies in a buffer :func:`keep_resident` kept."""
     return any(base <= address < base + t.untyped_storage().nbytes() for base, t in _resident.items())
+
+
+#: what :func:`invalidate` runs: the clearing of every cache built from chosen configs and
+#: kernels (per-call plans, the native layer's recipes), each registered by its module
+_on_invalidate: list[Callable[[], None]] = []
+
+
+def on_invalidate(clear: Callable[[], None]) -> None:
+    """Run ``clear()`` on every :func:`invalidate`."""
+    _on_invalidate.append(clear)
+
+
+def invalidate() -> None:
+    """Forget everything built from the kernels and configs chosen so far (configs are
+    forced, a variant point is turned off): each cache rebuilds on its next call."""
+    for clear in list(_on_invalidate):
+        clear()
 
 
 class KernelCompileError(RuntimeError):
@@ -176,8 +175,6 @@ class LaunchCache:
 
             if recording.launched is False or self._pending:
                 # the interpreter compiles nothing, but a background compile may be simulated
-                from . import background
-
                 key = self._key(args, constexprs, config, options)
                 background.await_compile(self.name, self._pending, key, lambda: None)
             recording.launched = True
@@ -287,8 +284,6 @@ class LaunchCache:
             return None
         how = (key, grid, args, constexprs, num_warps, num_stages, extra)
         if recording.launched is False or key in self._pending:
-            from . import background
-
             background.await_compile(self.name, self._pending, key, lambda: self._job(how))
         return self._compile_now(how, start)
 
@@ -319,7 +314,7 @@ class LaunchCache:
     def _job(self, how: tuple[Any, ...]) -> Any:
         """The background compile of launch ``how``: for a worker process, or, for a kernel
         no worker can import, a call of ``_compile_now`` in a compile thread."""
-        from . import aot, background
+        from . import aot
 
         key, _, args, constexprs, num_warps, num_stages, extra = how
         try:
@@ -582,8 +577,6 @@ def fast_launcher(compiled: Any, direct: bool = True) -> Launcher:
 
 def _torch_launches() -> bool:
     """Whether the backend running the kernels launches them through PyTorch's launcher."""
-    from . import runtime
-
     rt = runtime.peek()
     launch = rt.selection.execution.launch if rt is not None else None
     return launch is not None and launch.torch_launcher
@@ -591,8 +584,6 @@ def _torch_launches() -> bool:
 
 def _compile_target() -> Any:
     """The Triton target of compile-only execution, or None when kernels run."""
-    from . import runtime
-
     rt = runtime.peek()
     return rt.selection.execution.compile_target if rt is not None else None
 

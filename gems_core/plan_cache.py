@@ -239,10 +239,15 @@ def caches() -> list[PlanCache]:
     return list(_CACHES)
 
 
-def clear_all() -> None:
-    """Forget every plan (they are rebuilt on the next call of each signature)."""
+def _clear() -> None:
     for cache in list(_CACHES):
         cache.clear()
-    from . import native
 
-    native.clear()  # recipes were made from plans
+
+launch_cache.on_invalidate(_clear)
+
+
+def clear_all() -> None:
+    """Forget every plan (they are rebuilt on the next call of each signature), and the
+    native layer's recipes, which were made from plans."""
+    launch_cache.invalidate()

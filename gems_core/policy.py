@@ -6,7 +6,8 @@ names, tunables and their parameters, the descriptor's limits, the types hooks r
 entry gems cannot use is left out with a :class:`PolicyWarning` that names the backend and
 the hook, and kept in :attr:`Policy.problems`, which ``info`` shows and the contract tier
 fails. Configs and compiler options are checked against the core's tunables once the ops are
-loaded (:func:`check_tunables`), since declaring the tunables needs the runtime.
+loaded (:func:`check_tunables`, which the registry runs as the runtime is selected), since
+declaring the tunables needs the runtime.
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ import torch
 
 from . import settings
 from .compat import accepted_options
-from .contract import Deviation, KernelConfig, KernelOverride, KernelVariant, Limits, OpGate
+from .contract import (
+    VARIANT_POINTS,
+    Deviation,
+    KernelConfig,
+    KernelOverride,
+    KernelVariant,
+    Limits,
+    OpGate,
+)
 from .selection import Selection
 
 ALL_DTYPES = frozenset()  # an empty gate set means "every dtype"
@@ -282,8 +291,6 @@ def _overrides(backend: Any, problems: _Problems) -> dict[str, Callable[..., Any
 
 
 def _variants(backend: Any, arch: str, problems: _Problems) -> dict[str, KernelVariant]:
-    from .variants import POINTS  # it imports the runtime, which imports this module
-
     hook = "gems_kernel_variants"
     variants: dict[str, KernelVariant] = {}
     if not settings.get("GEMS_KERNEL_VARIANTS"):
@@ -292,9 +299,9 @@ def _variants(backend: Any, arch: str, problems: _Problems) -> dict[str, KernelV
     for entry in answer:
         if not isinstance(entry, KernelVariant):
             problems.add(hook, entry, f"{entry!r} is not a KernelVariant")
-        elif entry.point not in POINTS:
+        elif entry.point not in VARIANT_POINTS:
             problems.add(hook, entry.point, f"{entry.point!r} is not a variant point of this gems-core "
-                                            f"(points: {', '.join(sorted(POINTS))})")
+                                            f"(points: {', '.join(sorted(VARIANT_POINTS))})")
         elif not callable(entry.fn):
             problems.add(hook, entry.point, f"the {entry.point!r} variant's fn is not callable: {entry.fn!r}")
         elif entry.point in variants:
@@ -326,15 +333,13 @@ def build_policy(selection: Selection) -> Policy:
     )
 
 
-def check_tunables(policy: Policy, backend: str, limits: Limits) -> Policy:
-    """``policy`` without the configs and compiler options that name no core tunable or do
-    not fit it or the chip's ``limits``, nor overrides of overloads gems does not serve; each
-    left out with a warning. Loads the ops (which declare the tunables)."""
-    from .registry import all_impls
-    from .tuning import tunables
-
+def check_tunables(policy: Policy, backend: str, limits: Limits, known: Mapping[str, Any],
+                   served: Iterable[str]) -> Policy:
+    """``policy`` without the configs and compiler options that name no core tunable (in
+    ``known``, by name: objects with ``params`` and ``optional``) or do not fit it or the
+    chip's ``limits``, nor overrides of overloads gems does not serve (not in ``served``);
+    each left out with a warning."""
     problems = _Problems(backend)
-    known = tunables()
     names = ", ".join(sorted(known))
     configs = {}
     for kernel, found in policy.configs.items():
@@ -358,7 +363,7 @@ def check_tunables(policy: Policy, backend: str, limits: Limits) -> Policy:
     for kernel in sorted(named - set(known) - {"*"}):
         problems.add("gems_compiler_options", kernel, f"{kernel!r} is not a core tunable (known: {names})")
     options = {k: v for k, v in policy.compiler_options.items() if k == "*" or k in known}
-    served = all_impls()
+    served = frozenset(served)
     overrides = {}
     for op, fn in policy.overrides.items():
         if op in served:

@@ -3,9 +3,10 @@
     @aten_op("add.Tensor", "add.Scalar")
     def add(self, other, *, alpha=1): ...
 
-No central table: importing an op module is what registers its overloads. The op modules
-are imported once a backend is selected (kernels must be defined after the interpreter
-setting is known), by :func:`load_ops`.
+No central table: importing an op module is what registers its overloads, and the tunable
+kernels it declares (:class:`gems_core.tuning.Tunable`). The op modules are imported once a
+backend is selected (kernels must be defined after the interpreter setting is known), by
+:func:`load_ops`, which finds them by walking the package :mod:`gems_core.ops`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from typing import Any
 
 import torch
 
+from . import runtime
+from .policy import check_tunables
+
 _IMPLS: dict[str, OpImpl] = {}
+#: tunable kernel name -> its :class:`gems_core.tuning.Tunable`, as the kernels declare them
+TUNABLES: dict[str, Any] = {}
 #: op module -> why it failed to import (shown by ``python -m gems_core info``)
 FAILED_MODULES: dict[str, str] = {}
 _loaded = False
@@ -81,10 +87,9 @@ def load_ops() -> dict[str, OpImpl]:
     """Import every module of :mod:`gems_core.ops` (once) and return the registry."""
     global _loaded
     if not _loaded:
-        from . import ops, runtime
-
         runtime.current()  # kernels must be defined after the interpreter setting is known
 
+        ops = importlib.import_module(f"{__package__}.ops")
         for info in pkgutil.iter_modules(ops.__path__):
             name = f"{ops.__name__}.{info.name}"
             try:
@@ -98,3 +103,12 @@ def load_ops() -> dict[str, OpImpl]:
 
 def all_impls() -> dict[str, OpImpl]:
     return dict(load_ops())
+
+
+def _check_policy(rt: runtime.Runtime) -> None:
+    """Check ``rt``'s policy against what the ops declare (loading them first)."""
+    served = load_ops()
+    rt.policy = check_tunables(rt.policy, rt.selection.backend.name, rt.limits, TUNABLES, served)
+
+
+runtime.on_select(_check_policy)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import compat, logs
 from .contract import Limits
-from .policy import Policy, build_policy, check_tunables
+from .policy import Policy, build_policy
 from .selection import Selection, select
 
 
@@ -54,6 +55,14 @@ class Runtime:
 
 _runtime: Runtime | None = None
 _lock = threading.Lock()
+#: run on each runtime as it is selected, before :func:`current` hands it out
+_on_select: list[Callable[[Runtime], None]] = []
+
+
+def on_select(fn: Callable[[Runtime], None]) -> None:
+    """Run ``fn(runtime)`` on each runtime as it is selected: the registry loads the ops
+    there and checks the policy against the tunables they declare."""
+    _on_select.append(fn)
 
 
 def current() -> Runtime:
@@ -78,9 +87,8 @@ def current() -> Runtime:
                             "does not: unset TRITON_INTERPRET"
                         )
                 _runtime = Runtime(selection=selection, policy=build_policy(selection))
-                # configs are checked against the tunables, which the ops declare once loaded
-                # (loading them needs this runtime)
-                _runtime.policy = check_tunables(_runtime.policy, selection.backend.name, _runtime.limits)
+                for fn in _on_select:  # they may ask for this runtime (loading the ops does)
+                    fn(_runtime)
     return _runtime
 
 

@@ -27,14 +27,12 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import compat, runtime, settings
+from . import compat, launch_cache, runtime, settings
 from .contract import KernelConfig
 from .disk_cache import atomic_write_text, read_json, warn_once
-
-if TYPE_CHECKING:
-    from .tuning import Tunable
+from .registry import TUNABLES
 
 FORMAT = 1
 #: (backend, device model) -> {tunable: {repr(key): describe}} of the tables in use
@@ -60,7 +58,7 @@ def package_table(package: str, device_model: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def source_hash(tunable: Tunable) -> str:
+def source_hash(tunable: Any) -> str:
     """What a shipped choice of ``tunable`` was measured for: the source of the module that
     declares it (its kernels), its parameters and the configs it chooses from (the core's
     defaults or the backend's)."""
@@ -81,7 +79,17 @@ def source_hash(tunable: Tunable) -> str:
     return found
 
 
-def lookup(tunable: Tunable, model: str, key: object, configs: Sequence[KernelConfig]) -> KernelConfig | None:
+def device_model() -> str:
+    """The model of the device kernels run on now (the current one, which gems makes the
+    operands' device): what tuning choices are kept for. The selected device's name where
+    nothing runs on a device (the interpreter, compile-only execution)."""
+    rt = runtime.current()
+    if rt.interpreter or rt.compile_only:
+        return rt.selection.device_name
+    return compat.device_name(launch_cache._current_device())
+
+
+def lookup(tunable: Any, model: str, key: object, configs: Sequence[KernelConfig]) -> KernelConfig | None:
     """The shipped choice of ``tunable`` for ``key`` on ``model``, if one of ``configs``."""
     if not settings.get("GEMS_SHIPPED_TUNING"):
         return None
@@ -118,11 +126,9 @@ def _load(backend: Any, model: str) -> dict[str, dict[str, str]]:
         return _ignored(f"{where} has format {source.get('format')!r}, this gems-core reads {FORMAT}")
     if source.get("triton") != triton_release():
         return _ignored(f"{where} was tuned with Triton {source.get('triton')}, Triton {triton_release()} runs")
-    from .tuning import _TUNABLES as known  # a kernel is being tuned: the ops are loaded
-
     kept: dict[str, dict[str, str]] = {}
     for name, entry in source["tunables"].items():
-        tunable = known.get(name)
+        tunable = TUNABLES.get(name)  # a kernel is being tuned: the ops are loaded
         choices = entry.get("choices") if isinstance(entry, Mapping) else None
         if tunable is None or not isinstance(choices, Mapping):
             warn_once(f"gems: {where}: ignoring {name!r}, not a tunable of this gems-core with choices")
@@ -142,8 +148,6 @@ def write_table(out: Path, model: str | None = None) -> dict[str, Any]:
     """Write the tuning cache's choices for ``model`` (default: the current device's) on the
     selected backend to the table ``out``, keeping the valid choices already there; returns
     the table. Covers the tunables of the ops loaded (after a workload ran)."""
-    from .tuning import _TUNABLES, device_model
-
     model = model or device_model()
     previous = read_json(out) if out.exists() else {}
     same = previous.get("format") == FORMAT and previous.get("triton") == triton_release()
@@ -155,7 +159,7 @@ def write_table(out: Path, model: str | None = None) -> dict[str, Any]:
         "triton": triton_release(),
         "tunables": {},
     }
-    for name, tunable in sorted(_TUNABLES.items()):  # those of the ops that ran
+    for name, tunable in sorted(TUNABLES.items()):  # those of the ops that ran
         digest = source_hash(tunable)
         choices = dict(old[name]["choices"]) if old.get(name, {}).get("source") == digest else {}
         choices.update(read_json(tunable._cache_path(model)))

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import compat, launch_cache, logs, runtime, settings
+from . import background, compat, launch_cache, logs, runtime, settings
 from .contract import KernelConfig
 from .disk_cache import cache_dir, merge_json, read_json
+from .registry import TUNABLES as _TUNABLES
+from .registry import load_ops
+from .shipped import device_model, lookup
 
-_TUNABLES: dict[str, Tunable] = {}
 _log = logs.get("tuning")
 #: set by :func:`forcing` (tools only): picks every tunable's config, bypassing the choice
 _forced_pick: Callable[[Tunable], KernelConfig] | None = None
@@ -33,25 +35,13 @@ def forcing(pick: Callable[[Tunable], KernelConfig]) -> Iterator[None]:
     config (nothing is remembered). Process-wide; for tools that walk every config, such as
     the compile check."""
     global _forced_pick
-    from . import plan_cache
-
-    plan_cache.clear_all()  # plans made before hold chosen configs: none may serve the block
+    launch_cache.invalidate()  # plans made before hold chosen configs: none may serve the block
     previous, _forced_pick = _forced_pick, pick
     try:
         yield
     finally:
         _forced_pick = previous
-        plan_cache.clear_all()  # the native layer refused the block's calls: ask again after
-
-
-def device_model() -> str:
-    """The model of the device kernels run on now (the current one, which gems makes the
-    operands' device): what tuning choices are kept for. The selected device's name where
-    nothing runs on a device (the interpreter, compile-only execution)."""
-    rt = runtime.current()
-    if rt.interpreter or rt.compile_only:
-        return rt.selection.device_name
-    return compat.device_name(launch_cache._current_device())
+        launch_cache.invalidate()  # the native layer refused the block's calls: ask again after
 
 
 def capturing() -> bool:
@@ -77,8 +67,6 @@ def cacheable() -> bool:
 
 def tunables() -> dict[str, Tunable]:
     """Every tunable kernel the loaded ops declare, by name."""
-    from .registry import load_ops
-
     load_ops()
     return dict(_TUNABLES)
 
@@ -171,8 +159,6 @@ class Tunable:
                else "GEMS_AUTOTUNE=0" if not _autotune() else "")
         if why:
             return configs[0], f"the first config: {why}"
-        from .shipped import lookup
-
         shipped = lookup(self, model, key, configs)  # the backend's table for this chip
         if shipped is not None:
             return shipped, "the backend's shipped table"
@@ -182,8 +168,6 @@ class Tunable:
             for config in configs:
                 if config.describe() == stored:
                     return config, f"remembered in {path}"
-        from . import background
-
         if background.mode(rt) == "background":
             # benchmarking compiles every candidate on the model's path; warmup and tune
             # (which compile synchronously) tune, and later processes find their choice

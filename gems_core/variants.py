@@ -1,7 +1,8 @@
 """Variant points: places in the core's kernels where a backend may put its own kernel.
 
 A backend answers ``gems_kernel_variants(arch)`` with :class:`~gems_core.KernelVariant`
-entries naming a point below. At that point the core offers each call to the variant first;
+entries naming one of :data:`POINTS` (the contract's table, each point with the signature
+its variant follows). At that point the core offers each call to the variant first;
 the variant serves the inputs it accepts (and returns True) or declines (False), and the
 portable kernel serves everything it declines. The portable kernel stays the reference: the
 conformance suite and the tests compare both against ATen.
@@ -17,40 +18,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from . import runtime
+from . import launch_cache, runtime
+from .contract import VARIANT_POINT_OPS as POINT_OPS  # noqa: F401 - the tables' names here
+from .contract import VARIANT_POINTS as POINTS  # noqa: F401
 from .launch_cache import recording
-
-#: point name -> the signature and contract a variant at that point follows
-POINTS: dict[str, str] = {
-    "attention_forward": (
-        "fn(q, k, v, out, lse, causal, qk_scale) -> bool: attention without a mask, from the "
-        "SDPA prefill path (more than 16 queries, or causal). q is (B, H, L, D), k is "
-        "(B, HKV, S, D) and v is (B, HKV, S, DV) with H a multiple of HKV (DV may differ from "
-        "D), any strides, all on the backend's device in one dtype. Write softmax(scores) @ v "
-        "into out ((B, H, L, DV), preallocated), where the "
-        "scores are qk_scale * q @ k^T in base 2 (qk_scale > 0 is the softmax scale times "
-        "log2(e)), causal masking keeps key j <= query i (top-left), and write each row's "
-        "base-2 log-sum-exp of its scores (max + log2(sum of exp2)) into lse, a (B * H, L) "
-        "float32 tensor (the backward reads it). Return False, having written nothing, to "
-        "leave the call to the portable kernel."
-    ),
-    "mm": (
-        "fn(a, b, out, bias, alpha, beta) -> bool: a matrix product from mm and addmm (and the "
-        "products built on them: linear, matmul) that the core would run on its tiled or "
-        "tensor-descriptor kernel (more than one row and column, and more than 64 rows unless "
-        "fp64). a is (M, K), "
-        "b is (K, N), out is (M, N), preallocated, not overlapping a or b; any strides, all on "
-        "the backend's device in one floating dtype, M, N > 0 (K may be 0). Write "
-        "alpha * (a @ b) + beta * bias into out, accumulating in at least fp32; bias is None "
-        "(mm, or addmm with beta == 0: then nothing of the input is read) or addmm's input "
-        "expanded to (M, N) (stride-0 broadcast dims), which may be out itself. alpha and beta "
-        "are Python numbers. Return False, having written nothing, to leave the call to the "
-        "core's kernels."
-    ),
-}
-
-#: point name -> the op whose kernel holds it (the compile tier's ``--ops`` selects by op)
-POINT_OPS: dict[str, str] = {"attention_forward": "scaled_dot_product_attention", "mm": "mm"}
 
 _turned_off: set[str] = set()
 
@@ -68,16 +39,14 @@ def suspended(*points: str) -> Iterator[None]:
     """Inside the block the variants at ``points`` are not offered calls (the portable
     kernels serve them): for comparing the two. Process-wide. The plans and native recipes
     made on either side of the block's edges are dropped (they name the kernels chosen)."""
-    from . import plan_cache
-
     added = [p for p in points if p not in _turned_off]
     _turned_off.update(added)
-    plan_cache.clear_all()
+    launch_cache.invalidate()
     try:
         yield
     finally:
         _turned_off.difference_update(added)
-        plan_cache.clear_all()
+        launch_cache.invalidate()
 
 
 def offer(point: str, *args: Any) -> bool:

@@ -36,6 +36,11 @@ from typing import Any, TextIO
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import plan_cache, runtime, tuning
+from .dispatch import use_gems
+from .registry import all_impls
+from .shipped import write_table
+
 FORMAT = 1
 Signature = dict[str, Any]
 
@@ -111,8 +116,6 @@ def signature(op: str, args: Sequence[Any], kwargs: dict[str, Any] | None = None
               backward: bool = False) -> Signature:
     """The signature of calling ATen overload ``op`` (``"add.Tensor"``, ``"mm"``) with
     ``args``; ``backward`` replays a backward pass through its output too."""
-    from . import runtime
-
     device_type = runtime.current().device_type
     sig: Signature = {
         "op": op,
@@ -195,8 +198,6 @@ def recording() -> Iterator[Recording]:
     Autograd key (attention, rms_norm) are seen entering gems' function, on this thread and
     threads started inside the block; the others as they reach the dispatcher's backend key,
     also from autograd's threads."""
-    from .registry import all_impls
-
     into = Recording()
     impls = all_impls()
     plain = frozenset(name for name, impl in impls.items() if not impl.autograd)
@@ -229,8 +230,6 @@ def recording() -> Iterator[Recording]:
 def record_script(script: str | Path, argv: Sequence[str] = ()) -> Recording:
     """Run ``script`` (as ``__main__``, with ``argv``) under ``use_gems()`` and record it."""
     import runpy
-
-    from .dispatch import use_gems
 
     saved = sys.argv
     sys.argv = [str(script), *argv]
@@ -368,9 +367,6 @@ def named(name: str) -> list[Signature]:
 def replay(sig: Signature) -> dict[str, Any]:
     """Call ``sig``'s op once under ``use_gems()`` with random inputs of its layout; the
     result counts the gems kernel launches (0: ATen served it) or says what failed."""
-    from . import plan_cache, runtime
-    from .dispatch import use_gems
-
     device = runtime.current().device_type
     result: dict[str, Any] = {"op": sig["op"], "launches": 0}
     start = time.perf_counter()
@@ -425,8 +421,6 @@ def _worker_init(env: dict[str, str]) -> None:
 
 
 def _tunes() -> bool:
-    from . import runtime, tuning
-
     rt = runtime.current()
     return not (rt.interpreter or rt.compile_only) and tuning._autotune()
 
@@ -565,8 +559,6 @@ def main(command: str, argv: Sequence[str]) -> int:
         os.environ["GEMS_SHIPPED_TUNING"] = "0"
     summary = run(signatures, args.jobs)
     if command == "tune":
-        from .shipped import write_table
-
         table = write_table(Path(args.out))
         summary["table"] = {"path": args.out, "device": table["device"],
                             "choices": sum(len(t["choices"]) for t in table["tunables"].values())}

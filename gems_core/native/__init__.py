@@ -11,10 +11,13 @@ runs the Python kernel, the second runs it once more under recording
 numbers or addresses), and later calls run the recipe in C++. Calls the recorder cannot
 describe (a host read of a result, an ATen fallback, random numbers, anything but
 allocations, views and launches) keep the Python path. Ops whose Python path declares it
-(cat of contiguous tensors, copy_ into a contiguous tensor, decode attention) also get
-*length-generic* recipes: from a few recordings of calls that differ only in sizes, each
-number of the recipe as a formula in one size, so that a decoding loop's new key/value
-length at each step is served without Python (:func:`gems_core.native.recorder.learn`). Ops gems differentiates itself get a
+(cat of contiguous tensors, copy_ into a contiguous tensor, decode attention, elementwise
+ops of contiguous operands) also get *length-generic* recipes: from a few recordings of calls
+that differ only in sizes, each number of the recipe as a formula in one size, so that a
+decoding loop's new key/value length at each step is served without Python
+(:func:`gems_core.native.recorder.learn`). A new key of a family met before (the key with its
+sizes and strides left out) is recorded on its first call, unless the family's latest
+recording did not opt in: a decoding step meets each length once. Ops gems differentiates itself get a
 gate on the Autograd key too (:func:`gate`): their calls that need no gradient reach the
 native kernel without Python.
 
@@ -42,7 +45,7 @@ from typing import Any
 
 import torch
 
-from .. import settings
+from .. import background, launch_cache, settings
 
 _SOURCE = Path(__file__).with_name("dispatch_layer.cpp")
 _lock = threading.Lock()
@@ -130,8 +133,6 @@ def _load_without_waiting() -> ModuleType | None:
     """The layer if it is loaded or built already; otherwise, with background compiles, None
     while a thread builds it (a minute the first call must not wait), else built now."""
     global _building
-    from .. import background
-
     if _module is not None or _tried or background.mode() != "background" or _built():
         return load()
     with _lock:
@@ -207,6 +208,9 @@ def clear() -> None:
 
         _module.clear_all()
         forget()
+
+
+launch_cache.on_invalidate(clear)
 
 
 def stats(registration: Any) -> list[dict[str, Any]]:

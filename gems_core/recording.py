@@ -1,0 +1,28 @@
+"""What the calls running on each thread launch: the record the launch cache writes on every
+launch, and per-call plans (:mod:`gems_core.plan_cache`), the native layer's recorder and
+background compiles (:mod:`gems_core.background`) read."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+
+class _Recording(threading.local):
+    #: while set, every launch on this thread is appended as (cache, grid3, args, config,
+    #: options, constexprs): see :func:`gems_core.plan_cache.record`
+    calls: list[tuple[Any, ...]] | None = None
+    #: while set, every compiled launch on this thread is appended as (launcher, grid3,
+    #: arguments): the native layer's recorder (gems_core.native.recorder)
+    native: list[tuple[Any, ...]] | None = None
+    #: set when a gems kernel handed (part of) a call to ATen: such a call is not repeatable
+    impure = False
+    #: False inside a dispatched op call that has launched no kernel yet (which ATen may then
+    #: still serve whole: gems_core.background); every launch sets it
+    launched: bool | None = None
+    #: set when ATen served a call because its kernel still compiles in the background: the
+    #: native layer records the call again later instead of refusing it for good
+    deferred = False
+
+
+recording = _Recording()
