@@ -77,10 +77,10 @@ def _stats(op: str) -> dict:
 
 
 def _place(address: int, tensors: list[torch.Tensor]):  # type: ignore[no-untyped-def]
-    for i, t in enumerate(tensors):
-        start = t.data_ptr()
+    for i, t in enumerate(tensors):  # (a view's storage may start before it)
+        start = t.untyped_storage().data_ptr()
         if t.numel() and start <= address < start + t.untyped_storage().nbytes():
-            return ("tensor", i, address - start)
+            return ("tensor", i, address - t.data_ptr())
     return ("other",) if address else ("null",)
 
 
@@ -335,3 +335,192 @@ def test_a_growing_cache_on_the_device_matches_aten():
                 layer_caches[:] = [k, v]
         stats = {s["op"]: s for s in gems_core.dispatch.native_stats() if not s.get("gate")}
     assert stats["cat"]["generic_hits"] > 100 and stats["scaled_dot_product_attention"]["generic_hits"] > 100
+
+
+def _impl(name: str):  # type: ignore[no-untyped-def]
+    from gems_core.registry import all_impls
+
+    return all_impls()[name].fn
+
+
+#: elementwise calls a decoding step makes once at each new length: (overload, the call,
+#: its tensors at a length); contiguous operands, broadcast by size-1 dims
+_POINTWISE = [
+    ("add.Tensor", torch.add, lambda n: [torch.randn(1, 3, n), torch.randn(1, 1, n)]),
+    ("mul.Tensor", torch.mul, lambda n: [torch.randn(1, n, 8), torch.randn(8)]),
+    ("eq.Scalar", lambda t: t == 1, lambda n: [torch.randint(0, 3, (1, n))]),
+    # the last token of a growing (1, n) sequence: a (1, 1) view whose row stride is n
+    ("add.Tensor", torch.add, lambda n: [torch.randint(0, 9, (1, n + 1))[:, -1:], torch.randint(0, 9, (1, 1))]),
+]
+
+
+@needs_layer
+@pytest.mark.parametrize("case", range(len(_POINTWISE)))
+def test_pointwise_at_new_lengths_replays_what_the_python_path_launches(stubbed, case):  # type: ignore[no-untyped-def]
+    """One call a length, as a decoding step makes it: the layer records a new key of a
+    family it met at once, and serves later lengths from the learnt recipe."""
+    overload, call, make = _POINTWISE[case]
+    torch.manual_seed(case)
+    generic = 0
+    with torch.inference_mode(), gems_core.use_gems(include=[overload]):
+        for length in range(1, 70):  # through 1 and multiples of 16
+            inputs = make(length)
+            before = _stats(overload)
+            out = call(*inputs)
+            after = _stats(overload)
+            assert after["hits"] + after["python_calls"] - before["hits"] - before["python_calls"] == 1
+            if after["generic_hits"] > before["generic_hits"]:
+                generic += 1
+                args = (*inputs, 1) if overload == "eq.Scalar" else inputs
+                expected, result = _python_path(_impl(overload), inputs, *args)
+                assert _replayed([[*inputs, out]]) == [expected], length
+                assert out.shape == result.shape and out.stride() == result.stride() and out.dtype == result.dtype
+            else:
+                layer.take_launch_log()
+    # Python for the first lengths of each specialization (a size or stride equal to 1 or
+    # a multiple of 16, 16-byte alignment), then the learnt recipe
+    assert generic >= 40, generic
+
+
+@needs_layer
+def test_pointwise_of_non_contiguous_operands_keeps_exact_recipes(stubbed):  # type: ignore[no-untyped-def]
+    with torch.inference_mode(), gems_core.use_gems(include=["add.Tensor"]):
+        for length in range(2, 12):
+            torch.randn(length, 3).t() + torch.randn(3, length)  # (3, length), not contiguous
+        stats = _stats("add.Tensor")
+    assert stats["generic_hits"] == 0 and stats["generic_recipes"] == 0 and stats["python_calls"] == 10
+    # the family's second key was recorded on its first call; that recording did not opt in,
+    # so the next new keys are not recorded before they come again
+    assert stats["recorded"] == 1
+
+
+@needs_layer
+def test_pointwise_declares_only_a_call_it_launches_alone(stubbed):  # type: ignore[no-untyped-def]
+    """An elementwise kernel vouches for its own launch: a call that launches it and then
+    another kernel gives an exact recipe, not a length-generic one."""
+    from gems_core.native.recorder import forget, record_call
+
+    forget()
+    add, mul = _impl("add.Tensor"), _impl("mul.Tensor")
+    with torch.inference_mode(), gems_core.use_gems(include=["add.Tensor"]):
+        x = torch.randn(3, 8)
+        operands = [(0, x), (1, x)]
+        _, alone = record_call(add, (x, x), {}, operands, 2, family=((1,), (3, 8, 8, 1)), op="alone")
+        _, both = record_call(lambda a, b: mul(add(a, b), b), (x, x), {}, operands, 2,
+                              family=((2,), (3, 8, 8, 1)), op="both")
+    # an opt-in whose formulas are not known yet: a fourth part, None
+    assert len(alone) == 4 and alone[3] is None and len(alone[1]) == 1
+    assert len(both) == 3 and len(both[1]) == 2
+
+
+@pytest.mark.parametrize("length", [1, 2, 15, 16, 17, 63, 64, 65])
+def test_pointwise_results_at_growing_lengths_equal_aten_in_float64(monkeypatch, length):  # type: ignore[no-untyped-def]
+    """The elementwise kernels (interpreted on the CPU) behind the layer at lengths around
+    the specialization boundaries, against ATen in float64."""
+    if gems_core.device == "cpu":
+        monkeypatch.setenv("GEMS_NATIVE", "force")
+    device = gems_core.device
+    torch.manual_seed(length)
+    x = torch.randn(1, 3, length, device=device)
+    bias = torch.randn(1, 1, length, device=device)
+    positions = torch.randint(0, 3, (1, length), device=device)
+    codes = implementations(("add.Tensor", "eq.Scalar"))
+    with torch.inference_mode(), gems_core.use_gems(include=["add.Tensor", "eq.Scalar"]):
+        with RouteWatch(codes["add.Tensor"]) as added:
+            total = x + bias
+        with RouteWatch(codes["eq.Scalar"]) as compared:
+            mask = positions == 1
+    assert added.hit and compared.hit, "gems did not serve the calls"
+    torch.testing.assert_close(total.double(), x.double() + bias.double(), rtol=1e-6, atol=1e-6)
+    assert torch.equal(mask, positions.double() == 1)
+
+
+_lib = torch.library.Library("gems_lengths_test", "DEF")
+_lib.define("grow(Tensor x) -> Tensor")
+
+
+def _grow_kernel(generic: bool, first_calls_impure: bool):  # type: ignore[no-untyped-def]
+    """A Python kernel that launches one (fake) kernel over ``x``'s elements into a new
+    tensor; ``generic``: it opts in to length-generic recipes; ``first_calls_impure``: the
+    first call of each shape does work outside a kernel (as a kernel allocating a buffer
+    it keeps does), which later calls do not."""
+    def go(*_args):  # type: ignore[no-untyped-def]
+        raise AssertionError("a fake launcher is never called")
+
+    go.native = (4321, 128, 0, "OOi", (0, 1, 2))
+    shapes: set = set()
+
+    def grow(x):  # type: ignore[no-untyped-def]
+        out = torch.empty_like(x)
+        if first_calls_impure and x.shape not in shapes:
+            shapes.add(x.shape)
+            recording.impure = True
+        if recording.native is not None:
+            recording.native.append((go, (x.numel(), 1, 1), (x, out, x.numel())))
+            if generic:
+                recording.generic = []
+        return out
+
+    return grow
+
+
+@pytest.fixture
+def grow_op():  # type: ignore[no-untyped-def]
+    from gems_core.native.recorder import forget, record_call
+
+    forget()
+    layer.set_fake_launches(True)
+    layer.take_launch_log()
+    registrations = []
+
+    def register(**how):  # type: ignore[no-untyped-def]
+        reg = layer.Registration("gems_lengths_test", "CPU")
+        reg.impl("grow", _grow_kernel(**how), record_call, 64)
+        registrations.append(reg)
+        return reg
+
+    yield register
+    for reg in registrations:
+        reg.close()
+    layer.set_fake_launches(False)
+    layer.take_launch_log()
+
+
+@needs_layer
+def test_a_new_key_of_a_family_met_before_is_recorded_on_its_first_call(grow_op):  # type: ignore[no-untyped-def]
+    reg = grow_op(generic=True, first_calls_impure=False)
+    for length in range(3, 7):
+        torch.ops.gems_lengths_test.grow(torch.randn(length, 3))
+    stats = reg.stats()[0]
+    # the first key ran Python; the next three were recorded at once and gave the formulas
+    assert (stats["python_calls"], stats["recorded"], stats["generic_recipes"]) == (4, 3, 1)
+    for length in range(7, 16):  # (3 * 16 elements would be another specialization)
+        x = torch.randn(length, 3)
+        out = torch.ops.gems_lengths_test.grow(x)
+        (_, function, grid, _, _, _, args), = layer.take_launch_log()
+        assert (function, grid, args[2]) == (4321, (3 * length, 1, 1), 3 * length)
+        assert args[:2] == [x.data_ptr(), out.data_ptr()] and out.shape == x.shape
+    stats = reg.stats()[0]
+    assert stats["python_calls"] == 4 and stats["generic_hits"] == 9
+
+
+@needs_layer
+def test_a_family_whose_recording_did_not_opt_in_waits_for_a_keys_second_call(grow_op):  # type: ignore[no-untyped-def]
+    reg = grow_op(generic=False, first_calls_impure=False)
+    for length in range(3, 9):
+        torch.ops.gems_lengths_test.grow(torch.randn(length, 4))
+    assert reg.stats()[0]["recorded"] == 1  # the family's second key only
+    for _ in range(3):
+        torch.ops.gems_lengths_test.grow(torch.randn(8, 4))
+    stats = reg.stats()[0]
+    assert (stats["recorded"], stats["hits"], stats["generic_hits"]) == (2, 2, 0)
+
+
+@needs_layer
+def test_a_first_call_that_cannot_be_recorded_does_not_refuse_its_key(grow_op):  # type: ignore[no-untyped-def]
+    reg = grow_op(generic=True, first_calls_impure=True)
+    torch.ops.gems_lengths_test.grow(torch.randn(3, 4))
+    for _ in range(3):  # recorded on its first call (refused), then its second (kept)
+        torch.ops.gems_lengths_test.grow(torch.randn(5, 4))
+    stats = reg.stats()[0]
+    assert (stats["refused"], stats["recorded"], stats["hits"]) == (0, 1, 1)

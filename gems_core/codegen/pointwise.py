@@ -35,7 +35,7 @@ from .._version import __version__
 from ..contract import KernelConfig
 from ..disk_cache import cached_file
 from ..host_math import cdiv, next_power_of_2
-from ..launch_cache import LaunchCache
+from ..launch_cache import LaunchCache, recording
 from ..plan_cache import Launch, PlanCache, dense_strides
 from ..tuning import Tunable
 from .layout import allocate_like, broadcast_shapes, broadcast_strides, iteration_layout, max_offset
@@ -242,6 +242,22 @@ class PointwiseOp:
         compute_dtype: torch.dtype | None = None,
         **extras: Any,
     ) -> Any:
+        if recording.native is None:
+            return self._call(operands, out, dtype, compute_dtype, extras)
+        alone = _generic_candidate(operands, out)
+        result = self._call(operands, out, dtype, compute_dtype, extras)
+        if alone and result is not NotImplemented:
+            _declare_generic()
+        return result
+
+    def _call(
+        self,
+        operands: Sequence[Any],
+        out: torch.Tensor | Sequence[torch.Tensor] | None,
+        dtype: torch.dtype | None,
+        compute_dtype: torch.dtype | None,
+        extras: dict[str, Any],
+    ) -> Any:
         if out is None and dtype is None and compute_dtype is None:
             signature = (
                 tuple([
@@ -326,8 +342,11 @@ class PointwiseOp:
         result dtype must cast to ``target``'s)."""
         plan = self._plans.get(self._out_signature((target, *operands), extras, target, None, None))
         if plan is not None:  # a repeat: its first call passed the checks below
+            alone = recording.native is not None and _generic_candidate((target, *operands), target)
             self._check_write(target, operands)
             plan.launch((target, *operands), (target,), extras)
+            if alone:
+                _declare_generic()
             return target
         shape = broadcast_shapes(
             [tuple(x.shape) for x in (target, *operands) if isinstance(x, torch.Tensor)]
@@ -416,6 +435,28 @@ class PointwiseOp:
             COMPUTE=TL_DTYPES[compute], INT64=use_int64,
         )
         return _Plan(kinds, extra_kinds, launch)
+
+
+def _generic_candidate(operands: Sequence[Any], out: Any) -> bool:
+    """Whether a call being recorded for the native layer may serve other lengths from one
+    recipe (:func:`gems_core.native.recorder.learn`): it launches first in the recorded call
+    (and no op around it has declared the call already: that op vouches for its parts), and
+    every tensor it reads or writes is contiguous. Then its host decisions (the merged
+    iteration rank, the config, 32- or 64-bit offsets) follow from which sizes are 0 or 1
+    and the bytes touched, which the layer's guards hold, and its integers (sizes, strides,
+    element counts, the grid) are what the recordings show them to be: affine in a length
+    or not learnt."""
+    if recording.native or getattr(recording, "generic", None) is not None:
+        return False  # another kernel launched before: its numbers are not this op's to vouch for
+    outs = (out,) if isinstance(out, torch.Tensor) else tuple(out or ())
+    return all(t.is_contiguous() for t in (*operands, *outs) if isinstance(t, torch.Tensor))
+
+
+def _declare_generic() -> None:
+    """Declare the recorded call length-generic, for the launches made so far: the recorder
+    drops the declaration if the call launches more after this op's kernel."""
+    recording.generic = []
+    recording.generic_launches = len(recording.native or ())
 
 
 def streamed_bytes(inputs: Sequence[torch.Tensor], outs: Sequence[torch.Tensor], numel: int) -> int:

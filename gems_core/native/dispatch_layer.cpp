@@ -18,7 +18,8 @@
 // formulas in one size of the key, learnt from recordings of calls whose keys differ only in
 // sizes and strides), a call whose key matches but for sizes and strides that follow the
 // formulas is served by the recipe the formulas give, while each integer argument keeps
-// what Triton specializes on (derive()).
+// what Triton specializes on (derive()). To learn them, a new key of a family met before
+// is recorded on its first call (Book::families).
 //
 // Ops gems differentiates itself also get a gate on the Autograd key (AutogradGate): a call
 // that needs no gradient goes on below autograd to the native kernel without Python (so
@@ -537,6 +538,8 @@ void push_result(const c10::FunctionSchema& schema, torch::jit::Stack* stack, si
   for (auto& v : values) stack->push_back(std::move(v));
 }
 
+enum FamilyState { kFamilySeen, kFamilyGeneric, kFamilyPlain };
+
 // What a native kernel learns about its keys: recipes, keys seen once, keys refused. A
 // registration's kernel may take the book of an earlier registration of the same op (a
 // *shelf* name the Python side gives, naming the op, the dispatch key and the runtime), so
@@ -549,6 +552,11 @@ struct Book {
   // length-generic recipes by their key with sizes and strides masked (masked_key), the
   // latest first: one per specialization of the arguments (and bounds) met lately
   std::unordered_map<Key, std::vector<std::shared_ptr<const Recipe>>, KeyHash> generic;
+  // families of keys (masked_key) met: kFamilySeen, or what a recording of one said (it
+  // opted in to length-generic recipes, or not). A new key of a family met before that did
+  // not say no is recorded on its first call, not its second: a decoding loop's step meets
+  // each length once.
+  std::unordered_map<Key, FamilyState, KeyHash> families;
 
   void clear() {
     std::lock_guard<std::mutex> guard(mutex);
@@ -556,6 +564,7 @@ struct Book {
     seen.clear();
     refused.clear();
     generic.clear();
+    families.clear();
   }
 };
 
@@ -867,6 +876,9 @@ class NativeKernel final : public c10::OperatorKernel {
     py::gil_scoped_acquire gil;
     python_calls_.fetch_add(1, std::memory_order_relaxed);
     bool record = false;
+    bool first_call = false;  // recorded on the key's first call (a family met before)
+    Key masked;
+    std::vector<int64_t> entries;
     const bool checking = key != nullptr && checking_depth == 0 && check_mode.load(std::memory_order_relaxed);
     if (checking) {
       record = true;
@@ -879,6 +891,10 @@ class NativeKernel final : public c10::OperatorKernel {
       } else {
         if (book_->seen.size() >= limit_) book_->seen.clear();
         book_->seen.insert(*key);
+        if (book_->families.size() >= limit_) book_->families.clear();
+        masked = masked_key(*key, *sized, entries);
+        auto met = book_->families.emplace(masked, kFamilySeen);
+        record = first_call = !met.second && met.first->second != kFamilyPlain;
       }
     }
     py::list args;
@@ -893,11 +909,9 @@ class NativeKernel final : public c10::OperatorKernel {
     }
     PyObject* raw = nullptr;
     py::tuple call_args = py::tuple(args);
-    Key masked;
     py::object family = py::none();
     if (record) {
-      std::vector<int64_t> entries;
-      masked = masked_key(*key, *sized, entries);
+      if (masked.empty()) masked = masked_key(*key, *sized, entries);
       family = py::make_tuple(py::tuple(py::cast(masked)), py::tuple(py::cast(entries)));
       py::tuple recorder_args =
           py::make_tuple(py::handle(python_kernel_), call_args, kwargs, py::tuple(tensors), n, family);
@@ -911,10 +925,11 @@ class NativeKernel final : public c10::OperatorKernel {
       py::tuple pair = out.cast<py::tuple>();
       out = pair[0];
       if (py::isinstance<py::bool_>(pair[1])) {
-        // not yet (ATen served the call while its kernel compiles): the key stays seen, so
-        // the next call records again
+        // not yet (ATen served the call while its kernel compiles, or it tuned): the key
+        // stays seen, so the next call records again
       } else if (!pair[1].is_none()) {
         std::shared_ptr<const Recipe> recipe = parse_recipe(pair[1], n);
+        note_family(masked, recipe && py::len(pair[1]) > 3);  // a fourth part: it opted in
         if (recipe && checking) {
           push_result(schema, stack, n, out);
           {
@@ -935,7 +950,10 @@ class NativeKernel final : public c10::OperatorKernel {
       } else {
         TORCH_CHECK(!(checking && predicted != nullptr), "gems native check: " + name_ +
                     ": a length-generic recipe serves a call its Python kernel does not repeat");
-        refuse(*key);
+        // a first call may do what later ones do not (allocate a buffer it keeps): the key's
+        // next call records again
+        if (!first_call) refuse(*key);
+        note_family(masked, false);
       }
     }
     push_result(schema, stack, n, out);
@@ -953,6 +971,12 @@ class NativeKernel final : public c10::OperatorKernel {
       has_generic_.store(true, std::memory_order_relaxed);
     }
     book_->recipes[key] = std::move(recipe);
+  }
+
+  void note_family(const Key& masked, bool generic) {
+    std::lock_guard<std::mutex> guard(book_->mutex);
+    if (book_->families.size() >= limit_) book_->families.clear();
+    book_->families[masked] = generic ? kFamilyGeneric : kFamilyPlain;
   }
 
   void refuse(const Key& key) {

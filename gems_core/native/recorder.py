@@ -13,7 +13,9 @@ outputs or buffers it allocated. Its recipe then lists
   the rest of its encoding as its value, and the native layer encodes it on every launch;
 - ``returns``: the slot of each returned tensor,
 - and, where the op declares its calls length-generic (``recording.generic``), a fourth
-  part: the recipe's integers as formulas in one size of the key (:func:`learn`),
+  part: the recipe's integers as formulas in one size of the key (:func:`learn`), or None
+  until the family's recordings give them (the layer then records the family's next new
+  key on its first call rather than its second),
 
 where slots ``0 .. n-1`` are the call's stack arguments, ``n + i`` its allocation ``i`` and
 ``2**20 + p * 1024 + j`` element ``j`` of list argument ``p`` (``Tensor[]``, ``Tensor?[]``;
@@ -128,7 +130,8 @@ def record_call(
     op: str = "",
 ) -> tuple[Any, tuple[Any, ...] | bool | None]:
     """``kernel(*args, **kwargs)``, and its recipe (None where the call is not repeatable,
-    False where it is not yet: ATen served it while its kernel compiles in the background).
+    False where it is not yet: ATen served it while its kernel compiles in the background,
+    or it benchmarked configs).
     ``tensors`` are the call's tensor arguments with their stack positions; ``count`` is
     the number of stack arguments; ``family`` is the call's key with its tensors' sizes and
     strides left out, and those sizes and strides (:func:`learn`); ``op`` names the op in
@@ -141,25 +144,34 @@ def record_call(
     benchmarks = tuning.benchmarks_run
     device_type = next((t.device.type for _, t in tensors if t.device.type != "cpu"), "cpu")
     observer = _Observer(device_type)
-    previous = recording.native, recording.impure, recording.deferred, getattr(recording, "generic", None)
+    previous = (recording.native, recording.impure, recording.deferred,
+                getattr(recording, "generic", None), getattr(recording, "generic_launches", None))
     recording.native, recording.impure, recording.deferred, recording.generic = [], False, False, None
+    recording.generic_launches = None
     unhook = _watch_foreign_launches()
     try:
         with observer:
             result = kernel(*args, **kwargs)
         launches, impure, deferred = recording.native, recording.impure, recording.deferred
         bounds = recording.generic
+        if recording.generic_launches not in (None, len(launches)):
+            bounds = None  # declared for the launches made before others were: not for the call
     finally:
         unhook()
-        recording.native, recording.impure, recording.deferred, recording.generic = previous
+        (recording.native, recording.impure, recording.deferred, recording.generic,
+         recording.generic_launches) = previous
     if deferred:
         _refused(op, "not yet: ATen served it while its kernel compiles in the background")
         return result, False
-    if impure or observer.other is not None or tuning.benchmarks_run != benchmarks:
+    if tuning.benchmarks_run != benchmarks:
+        # a key's first call may tune (the layer records some first calls): a later one will not
+        _refused(op, "not yet: it benchmarked configs")
+        return result, False
+    if impure or observer.other is not None:
         if impure:
             _refused(op, "ATen, or a launch gems does not record, served part of it")
         else:
-            _refused(op, f"it ran {observer.other} outside a kernel" if observer.other else "it benchmarked configs")
+            _refused(op, f"it ran {observer.other} outside a kernel")
         return result, None
     try:
         recipe = build(result, tensors, count, observer.allocated, launches)
@@ -179,7 +191,7 @@ def record_call(
         positions.append((launch, parameter if keep is None else keep.index(parameter), least, most))
     generic = learn((op, *family[0]), family[1], recipe, [_constants(go, full) for go, _, full in launches], positions)
     if generic is None:
-        return result, recipe
+        return result, (*recipe, None)  # opted in: the family's next new keys are recorded at once
     if _log.isEnabledFor(logging.DEBUG):
         low, high = generic[1:3]
         within = f" in {low} .. {high}" if -_UNBOUNDED < low or high < _UNBOUNDED else ""
@@ -340,11 +352,13 @@ def build(
 # A decoding loop meets a new key/value length at every step, so an exact key is never seen
 # again by a later step. An op whose Python path opts in (``recording.generic``: a list,
 # maybe empty, of ``(launch, kernel parameter, low, high)`` bounds on integer arguments within
-# which its host decisions stay the same) promises that over calls differing only in tensor sizes
-# and strides, inside those bounds: its launches, kernels, argument kinds and numbers other
-# than integers stay the same; its integers (arguments, byte offsets, the sizes and strides
-# of what it allocates) are affine in one size; and each grid dimension is constant or the
-# ceiling of an integer argument over one of the launch's constexprs (or 1). The recordings
+# which its host decisions stay the same; ``recording.generic_launches``, where set, the
+# number of launches the declaration covers, which must be all of the call's) promises that
+# over calls differing only in tensor sizes and strides, inside those bounds: its launches,
+# kernels, argument kinds and numbers other than integers stay the same; its integers
+# (arguments, byte offsets, the sizes and strides of what it allocates) are affine in one
+# size; and each grid dimension is constant or the ceiling of an integer argument over one
+# of the launch's constexprs (or 1). The recordings
 # of such calls (keys equal but for sizes and strides) give each number's formula in one of
 # those sizes, *x*: two recordings inside declared bounds, else three (the formulas of the
 # first two checked against the third). The native layer
