@@ -12,7 +12,9 @@ inputs on CPU tensors, and each kernel launch is compiled for the target instead
 (:mod:`gems_core.aot`). Every tunable kernel is driven once per config of its space. A
 compile is identified by what Triton specializes on, and identical compiles are done once.
 Outputs are never computed, so host code that reads them sees garbage; an op that fails on
-the host is recorded, not fatal.
+the host is recorded, not fatal. gems' own ops read nothing back there: a result size a
+kernel counts is replaced by a size the result can have (``gems_core.ops.masked.read_back``),
+and indices are checked in the kernel, as on the chip.
 """
 
 from __future__ import annotations

@@ -459,6 +459,8 @@ const at::Tensor list_element(const c10::IValue& v, size_t j) {
 void global_key(Key& key) {
   key.push_back(static_cast<int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
   key.push_back(at::globalContext().deterministicAlgorithms() ? 1 : 0);
+  // float32 products follow torch.set_float32_matmul_precision (IEEE or tf32 kernels)
+  key.push_back(static_cast<int64_t>(at::globalContext().float32MatmulPrecision()));
 }
 
 py::object schema_aware_object(const c10::Argument& arg, const c10::IValue& v) {

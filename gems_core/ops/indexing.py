@@ -158,8 +158,12 @@ def three_axis_view(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, int, int, 
 
 
 def host_checks_indices(device: torch.device) -> bool:
-    """Whether indices on ``device`` are checked on the host (see the module docstring)."""
-    return device.type == "cpu" or settings.get("GEMS_CHECK_INDICES") == "host"
+    """Whether indices on ``device`` are checked on the host (see the module docstring).
+    Compile-only execution holds CPU tensors but compiles for a chip: it checks as that chip
+    does (the kernel variant the chip launches), and reads no index a kernel did not write."""
+    if device.type == "cpu" and not runtime.current().compile_only:
+        return True
+    return settings.get("GEMS_CHECK_INDICES") == "host"
 
 
 def device_check_options(options: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,8 @@ masked_fill is elementwise (the pointwise generator). masked_select and nonzero 
 elements a flag selects, in row-major order, with three kernels: each block counts its flags,
 one program turns the counts into exclusive block offsets (and the total, read back once
 to size the output, as ATen does), then each block scans its flags and writes its selected
-elements at their offsets. :func:`compact` is shared with ``unique``.
+elements at their offsets. :func:`compact` is shared with ``unique`` and ``masked_scatter``;
+:func:`read_back` and :func:`sized_result` with every op whose result size a kernel computes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .. import runtime
 from ..codegen.layout import broadcast_shapes
 from ..codegen.pointwise import TL_DTYPES, pointwise
 from ..contract import KernelConfig
@@ -129,16 +131,35 @@ def _compact_kernel(
         tl.store(value_out_ptr + position, tl.load(value_ptr + offsets, mask=selected), mask=selected)
 
 
+def read_back(value: torch.Tensor, stand_in: int) -> int:
+    """The one-element ``value`` a kernel computed (a result size, a smallest entry), read
+    back to the host. In compile-only execution that kernel did not run and ``value`` holds
+    whatever the memory held: ``stand_in`` instead (a value it can take, such as a size's
+    upper bound), so the kernels that follow compile with realistic arguments."""
+    return stand_in if runtime.current().compile_only else int(value.item())
+
+
+def sized_result(size: Any, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """An uninitialized result for kernels to fill, sized by :func:`read_back`. Zeros in
+    compile-only execution, where no kernel fills it: host code that reads it (an index
+    check, where the result indexes a tensor) meets valid values, not stale memory."""
+    if runtime.current().compile_only:
+        return torch.zeros(size, dtype=dtype, device=device)
+    return torch.empty(size, dtype=dtype, device=device)
+
+
 _count = LaunchCache(_count_kernel, name="compact_count")
 _scan = LaunchCache(_scan_kernel, name="compact_scan")
-_compact = LaunchCache(_compact_kernel, name="compact_write")
+# named as its tunable, so that the compile check finds the tunable's configs compiled
+_compact = LaunchCache(_compact_kernel, name="compact")
 
 
 def compact(
     flags: torch.Tensor, values: torch.Tensor | None, flag: int, want_index: bool
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """(flat indices, values) of the elements of the contiguous 1-d ``flags`` that ``flag``
-    selects (NONZERO, or BOUNDARY of a sorted run), in order. Syncs once for the count."""
+    selects (NONZERO, or BOUNDARY of a sorted run), in order. Syncs once for the count (in
+    compile-only execution, where nothing counts, its upper bound: every element)."""
     numel = flags.numel()
     config = COMPACT.choose("compact")
     block = config.params["BLOCK_SIZE"]
@@ -150,9 +171,9 @@ def compact(
     int64 = numel > _INT32
     _count((blocks,), flags, counts, numel, INT64=int64, **common)
     _scan((1,), counts, offsets, blocks, config=config, options=COMPACT.options())
-    total = int(offsets[blocks].item())
-    index = torch.empty(total, dtype=torch.int64, device=device) if want_index else None
-    selected = torch.empty(total, dtype=values.dtype, device=device) if values is not None else None
+    total = read_back(offsets[blocks], numel)
+    index = sized_result(total, torch.int64, device) if want_index else None
+    selected = sized_result(total, values.dtype, device) if values is not None else None
     if total:
         _compact(
             (blocks,), flags, values if values is not None else flags, offsets,
@@ -275,7 +296,7 @@ def _nonzero(self: torch.Tensor) -> torch.Tensor | None:
         return None
     flat, _ = compact(self.contiguous().view(-1), None, NONZERO, want_index=True)
     assert flat is not None
-    result = torch.empty((flat.numel(), self.dim()), dtype=torch.int64, device=self.device)
+    result = sized_result((flat.numel(), self.dim()), torch.int64, self.device)
     divisor = 1
     for d in range(self.dim() - 1, -1, -1):
         if flat.numel():

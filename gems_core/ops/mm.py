@@ -467,7 +467,7 @@ def _offer_served(a: torch.Tensor, b: torch.Tensor, alpha: Any, beta: Any) -> to
 def mm(self: torch.Tensor, mat2: torch.Tensor) -> Any:
     """self @ mat2 for (M, K) @ (K, N) float matrices of one dtype; K == 0 gives zeros."""
     key = (self.dtype, self.shape, self.stride(), self.device, mat2.dtype, mat2.shape, mat2.stride(),
-           mat2.device)
+           mat2.device, _input_precision(self.dtype))
     plan = _plans.get(key)
     if plan is _SERVED:
         out = _offer_served(self, mat2, 1, 0)
@@ -560,7 +560,7 @@ def addmm(
         return _addmm(self, mat1, mat2, beta, alpha, None)
     key = (self.dtype, self.shape, self.stride(), self.device, mat1.dtype, mat1.shape, mat1.stride(),
            mat1.device, mat2.dtype, mat2.shape, mat2.stride(), mat2.device,
-           type(beta), beta, type(alpha), alpha)
+           type(beta), beta, type(alpha), alpha, _input_precision(mat1.dtype))
     plan = _plans.get(key)
     if plan is _SERVED:  # (beta == 0: the variant takes no bias)
         out = _offer_served(mat1, mat2, alpha, beta)

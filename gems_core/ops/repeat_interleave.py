@@ -6,9 +6,10 @@ sequence-length bookkeeping (``cu_seqlens``).
 The running sums of the repeats (cumsum.py's kernel) are the ends of the runs; output
 position ``k`` holds the number of ends at or before it, found by a binary search in the
 kernel. The total (the last end) is read back to size the result, and the smallest repeat
-to refuse a negative one, as ATen does on the host. Repeats that are not a 1-d int32/int64
-tensor, negative ones and an ``output_size`` other than the total are handed to ATen, which
-raises.
+to refuse a negative one, as ATen does on the host; in compile-only execution, where no
+kernel runs, the total stands in as the size the caller gives (``output_size`` or ``out``),
+else one per repeat (masked.read_back). Repeats that are not a 1-d int32/int64 tensor,
+negative ones and an ``output_size`` other than the total are handed to ATen, which raises.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .cumsum import cumsum
 from .factory import FACTORY
 from .kernel_gates import leaves_to_aten
 from .kernel_lib import program_offsets
+from .masked import read_back, sized_result
 
 _INT32 = 2**31 - 1
 
@@ -64,14 +66,15 @@ def _runs_into(repeats: torch.Tensor, output_size: int | None, out: torch.Tensor
             or leaves_to_aten("cumsum", repeats.dtype) or leaves_to_aten("amin", repeats.dtype)):
         return NotImplemented
     n = repeats.numel()
-    if n and int(amin(repeats).item()) < 0:
+    if n and read_back(amin(repeats), 0) < 0:
         return NotImplemented  # ATen raises: repeats can not be negative
     ends = cumsum(repeats, 0, dtype=torch.int64) if n else None
-    total = int(ends[-1].item()) if ends is not None else 0
+    expected = output_size if output_size is not None else out.numel() if out is not None else n
+    total = read_back(ends[-1], expected) if ends is not None else 0
     if output_size is not None and output_size != total:
         return NotImplemented  # ATen raises: allocated size does not match required size
     if out is None:
-        out = torch.empty(total, dtype=repeats.dtype, device=repeats.device)
+        out = sized_result(total, repeats.dtype, repeats.device)
     elif out.shape != (total,) or out.dtype != repeats.dtype or not out.is_contiguous():
         return NotImplemented  # ATen resizes or raises
     if total:
