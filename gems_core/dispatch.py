@@ -107,10 +107,10 @@ def resolve(include: Iterable[str] | str | None, exclude: Iterable[str] | str | 
         packets.setdefault(name.split(".", 1)[0], set()).add(name)
 
     def expand(name: str) -> set[str]:
+        if name in packets:  # a bare name is the packet: every overload, the default one included
+            return packets[name]
         if name in impls:
             return {name}
-        if name in packets:
-            return packets[name]
         if name.endswith(".default") and name[: -len(".default")] in impls:
             return {name[: -len(".default")]}
         composite = COMPOSITES.get(name.split(".", 1)[0])

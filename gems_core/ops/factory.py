@@ -2,9 +2,10 @@
 
 torch.ones/zeros/full/ones_like/zeros_like/full_like (and new_ones...) are
 CompositeExplicitAutograd in ATen: they allocate with ``empty`` and call ``fill_.Scalar`` or
-``zero_`` on the backend key, so serving those two serves all of them. Every form of
-``arange`` allocates (ATen infers the dtype: integers give int64, any float the default
-dtype) and calls ``arange.start_out``, which is served here.
+``zero_`` on the backend key, so serving those two serves all of them. ATen's ``arange``
+forms allocate an empty tensor (inferring the dtype: integers give int64, any float the
+default dtype) and resize it in ``arange.start_out``; gems serves every form, the functional
+ones allocating at the final size so that the native layer can repeat them.
 """
 
 from __future__ import annotations
@@ -244,9 +245,13 @@ def _arange_size(start: Any, end: Any, step: Any, dtype: torch.dtype) -> tuple[i
     return int(size_d), xstart, xstep
 
 
-# ``arange`` (end only) is left to ATen's composite, which reaches arange.start_out: were
-# the default overload registered here, ``include=["arange"]`` would name it alone rather
-# than every arange overload.
+@aten_op("arange")
+def arange_end(end: Any, *, dtype: torch.dtype | None = None, layout: Any = None, device: Any = None,
+               pin_memory: bool | None = None) -> Any:
+    """``torch.arange(end)``, as :func:`arange` from 0 (Hugging Face's position ids)."""
+    return arange(0, end, 1, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
+
+
 @aten_op("arange.start", "arange.start_step")
 def arange(start: Any, end: Any, step: Any = 1, *, dtype: torch.dtype | None = None, layout: Any = None,
            device: Any = None, pin_memory: bool | None = None) -> Any:

@@ -74,8 +74,8 @@ def _arange(x: torch.Tensor, args: tuple) -> torch.Tensor:
     return torch.arange(*args, dtype=x.dtype, device=x.device)
 
 
-#: torch.arange without out= reaches gems' functional overloads, which fill through arange.start_out's kernel
-_ARANGE = ("arange.start", "arange.start_step", "arange.start_out")
+#: torch.arange without out= reaches gems' functional overloads (the end-only one too), which fill through arange.start_out's kernel
+_ARANGE = ("arange", "arange.start", "arange.start_step", "arange.start_out")
 register(OpCase("arange", _ARANGE, _arange, arange_samples, NO_BOOL))
 register(OpCase(
     "arange_inferred", _ARANGE,
