@@ -17,7 +17,7 @@ Per shape it times (``triton.testing.do_bench``, L2 flushed before each call, me
   efficient, cudnn, via ``torch.nn.attention.sdpa_kernel``); the fastest is the baseline;
 - gems as the model sees it: ``F.scaled_dot_product_attention`` under ``use_gems()``
   (autotuned config, split heuristic, the per-signature plan);
-- gems' decode plan (:func:`gems_core.ops.attention.decode_plan`, launches only) for every
+- gems' decode plan (:func:`gems_core.ops.attention_decode.decode_plan`, launches only) for every
   config of the ``attention_decode`` tunable that fits (the backend's tuned list on this
   chip, or ``--configs``), with the heuristic's split count under both merges (the last
   split merges in the same launch, "fused"; a second kernel, "kernel"), and with forced
@@ -166,7 +166,7 @@ def main() -> int:
     started = time.perf_counter()
     gems_core.backend()  # select the backend (and its tuned configs) now
     load_ops()
-    from gems_core.ops import attention
+    from gems_core.ops import attention_decode
 
     rt = runtime.current()
     if DEVICE == "cuda" and (rt.interpreter or rt.device_type != "cuda"):
@@ -185,7 +185,7 @@ def main() -> int:
     print(f"{meta['device']} ({meta['sms']} SMs), torch {meta['torch']}, triton {meta['triton']}, "
           f"gems backend {meta['gems_backend']} {meta['arch']}; copy {meta['copy_gbps']:.0f} GB/s", flush=True)
 
-    configs = parse_configs(args.configs) if args.configs else list(attention.ATTENTION_DECODE.configs())
+    configs = parse_configs(args.configs) if args.configs else list(attention_decode.ATTENTION_DECODE.configs())
     forced = [int(s) for s in args.splits.split(",") if s.strip()]
     batches = [int(b) for b in args.batches.split(",")]
     lengths = [int(s) for s in args.kv.split(",")]
@@ -226,7 +226,7 @@ def main() -> int:
 def measure_shape(args: argparse.Namespace, batch: int, keys: int, dtype: torch.dtype, configs: list[KernelConfig],
                   forced: list[int], backends: dict[str, Any], copy: float) -> dict[str, Any]:
     """Every measurement of one shape (module docstring)."""
-    from gems_core.ops import attention
+    from gems_core.ops import attention_common, attention_decode
 
     name = f"b{batch} h{HEADS}/{KV_HEADS} kv{keys} d{args.head_dim} {str(dtype).removeprefix('torch.')}"
     gen = torch.Generator(device=DEVICE).manual_seed(batch * 100003 + keys)
@@ -290,7 +290,7 @@ def measure_shape(args: argparse.Namespace, batch: int, keys: int, dtype: torch.
             sdpa(q, k, v)  # compiles and autotunes this shape bucket
             synchronize()
             first_ms = (time.perf_counter() - t0) * 1e3
-            plan = attention._decode_plans.get(attention._plan_key(q, k, v, None, 0.0, False, None, True))
+            plan = attention_decode._decode_plans.get(attention_decode._plan_key(q, k, v, None, 0.0, False, None, True))
             info = {"first_call_ms": first_ms}
             if plan is not None:
                 info.update({"chosen": describe(plan.config), "chosen_splits": plan.splits,
@@ -298,16 +298,16 @@ def measure_shape(args: argparse.Namespace, batch: int, keys: int, dtype: torch.
             record("op", None, info.get("chosen_splits"), info.get("chosen_merge"), lambda: sdpa(q, k, v), info)
             row["gems_host_us"] = host_us(lambda: sdpa(q, k, v))
 
-    admit = attention._fits(q.dtype, 16, {**attention._head_blocks(q, v)}, False)
+    admit = attention_common._fits(q.dtype, 16, {**attention_common._head_blocks(q, v)}, False)
     for index, config in enumerate(configs):
         if not admit(config):
             continue
-        heuristic = attention.decode_plan(q, k, v, config=config, merge="fused")
+        heuristic = attention_decode.decode_plan(q, k, v, config=config, merge="fused")
         chosen = heuristic.splits
         record("plan", config, chosen, MERGES[heuristic.merge], lambda p=heuristic: p(q, k, v, None),
                {"heuristic": True})
         if index < args.kernel_merge_configs and chosen > 1:
-            plan_k = attention.decode_plan(q, k, v, config=config, splits=chosen, merge="kernel")
+            plan_k = attention_decode.decode_plan(q, k, v, config=config, splits=chosen, merge="kernel")
             record("plan", config, chosen, "kernel", lambda p=plan_k: p(q, k, v, None), {"heuristic": True})
         blocks = -(-keys // config.params["BLOCK_N"])
         seen = {chosen}
@@ -316,7 +316,7 @@ def measure_shape(args: argparse.Namespace, batch: int, keys: int, dtype: torch.
             if actual in seen:
                 continue
             seen.add(actual)
-            plan_f = attention.decode_plan(q, k, v, config=config, splits=splits, merge="fused")
+            plan_f = attention_decode.decode_plan(q, k, v, config=config, splits=splits, merge="fused")
             record("plan", config, plan_f.splits, MERGES[plan_f.merge], lambda p=plan_f: p(q, k, v, None),
                    {"heuristic": False})
 

@@ -42,13 +42,11 @@ def _spy(monkeypatch: pytest.MonkeyPatch, module_name: str, name: str) -> list[t
     return grids
 
 
-def _attention() -> Any:
-    """gems_core.ops.attention, imported after the backend is selected (its kernels are
+def _module(name: str) -> Any:
+    """gems_core.ops.``name``, imported after the backend is selected (its kernels are
     defined for the interpreter or the compiler at import)."""
     load_ops()
-    from gems_core.ops import attention
-
-    return attention
+    return __import__(f"gems_core.ops.{name}", fromlist=["__name__"])
 
 
 def _inputs(b: int, h: int, hkv: int, lq: int, s: int, e: int, ev: int | None = None,
@@ -95,7 +93,7 @@ def test_gradients_match_float64_aten(name: str) -> None:
 
 
 def test_gems_kernels_run_forward_and_backward(monkeypatch: pytest.MonkeyPatch) -> None:
-    forward = _spy(monkeypatch, "attention", "_forward")
+    forward = _spy(monkeypatch, "attention_prefill", "_forward")
     dkdv = _spy(monkeypatch, "attention_backward", "_dkdv")
     dq = _spy(monkeypatch, "attention_backward", "_dq")
     q, k, v = (t.requires_grad_() for t in _inputs(1, 4, 2, 33, 17, 16))
@@ -142,9 +140,9 @@ def test_decode_splits_the_keys_and_combines(merge: str, monkeypatch: pytest.Mon
     The splits are merged by the last one to finish in each row block (fused) or by a
     combining program per row block (kernel)."""
     monkeypatch.setenv("GEMS_DECODE_MERGE", merge)
-    decode = _spy(monkeypatch, "attention", "_decode")
-    combine = _spy(monkeypatch, "attention", "_combine")
-    forward = _spy(monkeypatch, "attention", "_forward")
+    decode = _spy(monkeypatch, "attention_decode", "_decode")
+    combine = _spy(monkeypatch, "attention_decode", "_combine")
+    forward = _spy(monkeypatch, "attention_prefill", "_forward")
     q, k, v = _inputs(2, 2, 2, 1, 70, 16)
     mask = torch.rand(2, 1, 1, 70) > 0.3
     with _forcing(attention_decode=SMALL_DECODE_BLOCKS), gems_core.use_gems(include=OPS):
@@ -159,8 +157,8 @@ def test_decode_config_may_fix_the_split_count(fixed: int, monkeypatch: pytest.M
     """A config's SPLITS replaces the heuristic's count (5 splits for this shape, above):
     one split walks all 70 keys and writes the output itself; more are merged. The kernel
     never sees SPLITS."""
-    decode = _spy(monkeypatch, "attention", "_decode")
-    combine = _spy(monkeypatch, "attention", "_combine")
+    decode = _spy(monkeypatch, "attention_decode", "_decode")
+    combine = _spy(monkeypatch, "attention_decode", "_combine")
     q, k, v = _inputs(2, 4, 2, 1, 70, 16)
     mask = (torch.rand(2, 1, 1, 70, generator=torch.Generator().manual_seed(3)) > 0.3).to(DEVICE)
     config = KernelConfig({"BLOCK_N": 16, "SPLITS": fixed})
@@ -176,15 +174,15 @@ def test_decode_config_rows_pad_the_program(splits: int, monkeypatch: pytest.Mon
     """A config's ROWS pads a program's query rows (a group of 4 heads) to 64 rows: the same
     grid (one program per batch and key/value head and split), rows past the group neither
     read nor written, the result ATen's; the kernel never sees ROWS."""
-    decode = _spy(monkeypatch, "attention", "_decode")
+    decode = _spy(monkeypatch, "attention_decode", "_decode")
     q, k, v = _inputs(2, 8, 2, 1, 48, 16)
     config = KernelConfig({"BLOCK_N": 16, "SPLITS": splits, "ROWS": 64})
     with _forcing(attention_decode=config), gems_core.use_gems(include=OPS):
         got = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
     assert decode == [(4, splits)]
-    attention = _attention()
-    assert attention._decode_rows(4, config) == 64 and attention._decode_rows(4) == 16
-    assert attention._decode_rows(72, KernelConfig({"BLOCK_N": 16, "ROWS": 128})) == 64
+    common = _module("attention_common")
+    assert common._decode_rows(4, config) == 64 and common._decode_rows(4) == 16
+    assert common._decode_rows(72, KernelConfig({"BLOCK_N": 16, "ROWS": 128})) == 64
     torch.testing.assert_close(got.cpu().double(), _reference(q, k, v, enable_gqa=True),
                                atol=OUT_TOLERANCE[0], rtol=OUT_TOLERANCE[1])
 
@@ -193,17 +191,17 @@ def test_decode_config_rows_pad_the_program(splits: int, monkeypatch: pytest.Mon
 def test_decode_with_one_split_writes_the_output_itself(shape: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch) -> None:
     """Enough programs to fill 0.8 of the chip's slots (the interpreter's 8 units x 5
     programs: batch 8 of 4 key/value heads) take no split; 13 keys are one block."""
-    attention = _attention()
+    decoding = _module("attention_decode")
 
-    decode = _spy(monkeypatch, "attention", "_decode")
-    combine = _spy(monkeypatch, "attention", "_combine")
+    decode = _spy(monkeypatch, "attention_decode", "_decode")
+    combine = _spy(monkeypatch, "attention_decode", "_combine")
     b, h, hkv, lq, s = shape
     if b is None:
         blocks = {"BLOCK_D": 16, "BLOCK_DV": 16, "INPUT_PRECISION": "ieee"}
-        tile = attention._decode_tile_bytes(torch.float32, 16, blocks, False, SMALL_DECODE_BLOCKS)
-        slots = runtime.compute_units(DEVICE.type, DEVICE.index) * attention.decode_resident(
+        tile = decoding._decode_tile_bytes(torch.float32, 16, blocks, False, SMALL_DECODE_BLOCKS)
+        slots = runtime.compute_units(DEVICE.type, DEVICE.index) * decoding.decode_resident(
             SMALL_DECODE_BLOCKS, tile, runtime.current().limits.shared_memory_per_block)
-        b = -(-int(attention._DECODE_ONE_SPLIT * slots) // hkv)
+        b = -(-int(decoding._DECODE_ONE_SPLIT * slots) // hkv)
     q, k, v = _inputs(b, h, hkv, lq, s, 16)
     with _forcing(attention_decode=SMALL_DECODE_BLOCKS), gems_core.use_gems(include=OPS):
         got = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
@@ -240,7 +238,7 @@ DECODE_SHAPES = {
 @pytest.mark.parametrize("mask_kind", ["none", "bool", "float"])
 @pytest.mark.parametrize("name", sorted(DECODE_SHAPES))
 def test_decode_matches_float64_aten(name: str, mask_kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    decode = _spy(monkeypatch, "attention", "_decode")
+    decode = _spy(monkeypatch, "attention_decode", "_decode")
     b, h, hkv, lq, s = DECODE_SHAPES[name]
     q, k, v = _inputs(b, h, hkv, lq, s, 16, ev=24, seed=s)
     kwargs: dict[str, Any] = {"enable_gqa": h != hkv}
@@ -276,7 +274,7 @@ def test_decode_splits_fill_the_chip() -> None:
     fill the slots to 97 % (5 would leave 19 % empty); 512 keys in 64-key blocks allow 4
     (2 blocks each). Batch 1 (8 programs) over 8192 keys takes 43 splits of 3 blocks (86 %),
     the fewest within 0.85 of the best fill; many programs take no split."""
-    decode_splits = _attention().decode_splits
+    decode_splits = _module("attention_decode").decode_splits
 
     assert decode_splits(64, 512, 64, 396) == (4, 128)
     assert decode_splits(64, 2048, 64, 396) == (6, 384)
@@ -296,7 +294,7 @@ def test_decode_splits_fill_the_chip() -> None:
 def test_decode_resident_programs() -> None:
     """Programs a compute unit holds: by shared memory (228 KiB an H100 SM, 1 KiB reserved
     per program) and by warps (20 a unit)."""
-    decode_resident = _attention().decode_resident
+    decode_resident = _module("attention_decode").decode_resident
 
     kib = 1024
     assert decode_resident(KernelConfig({"BLOCK_N": 64}, num_warps=4, num_stages=2), 68 * kib, 227 * kib) == 3
@@ -336,12 +334,12 @@ FORCED_SPLITS = {
 def test_decode_forced_splits_match_float64_aten(name: str, mask_kind: str, merge: str) -> None:
     """Every split count and both merges through :func:`decode_plan` (the tool's entry
     point), twice: the fused merge's counters are zero again after each launch."""
-    attention = _attention()
+    decoding = _module("attention_decode")
 
     b, h, hkv, lq, s, splits = FORCED_SPLITS[name]
     q, k, v = _inputs(b, h, hkv, lq, s, 16, ev=24, seed=s)
     mask = _decode_mask(mask_kind, b, h, lq, s)
-    plan = attention.decode_plan(q, k, v, mask, config=SMALL_DECODE_BLOCKS, splits=splits, merge=merge)
+    plan = decoding.decode_plan(q, k, v, mask, config=SMALL_DECODE_BLOCKS, splits=splits, merge=merge)
     assert plan.splits == splits and plan.merge == (0 if splits == 1 else 2 if merge == "fused" else 1)
     kwargs: dict[str, Any] = {"enable_gqa": h != hkv}
     if mask is not None:
@@ -350,7 +348,7 @@ def test_decode_forced_splits_match_float64_aten(name: str, mask_kind: str, merg
     for _ in range(2):
         got = plan(q, k, v, mask)
         torch.testing.assert_close(got.cpu().double(), expected, atol=OUT_TOLERANCE[0], rtol=OUT_TOLERANCE[1])
-    assert all(not counts.any() for counts in attention._merge_counts.values())
+    assert all(not counts.any() for counts in decoding._merge_counts.values())
 
 
 @pytest.mark.parametrize("merge", ["fused", "kernel"])
@@ -360,7 +358,7 @@ def test_decode_dtypes_match_float64_aten(dtype: torch.dtype, merge: str, monkey
     4 programs on the interpreter's 8 x 4 slots, 83 keys split 6 ways."""
     _skip_gated(dtype)
     monkeypatch.setenv("GEMS_DECODE_MERGE", merge)
-    decode = _spy(monkeypatch, "attention", "_decode")
+    decode = _spy(monkeypatch, "attention_decode", "_decode")
     q, k, v = _inputs(2, 8, 2, 1, 83, 128, dtype=dtype, seed=5)
     with _forcing(attention_decode=SMALL_DECODE_BLOCKS), gems_core.use_gems(include=OPS):
         got = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
@@ -374,9 +372,9 @@ def test_decode_dtypes_match_float64_aten(dtype: torch.dtype, merge: str, monkey
 def test_decode_repeat_calls_replay_the_plan(mask_kind: str, three_d: bool) -> None:
     """A decode call without gradients keeps its launches for its signature: the second call
     of a signature replays them (no new plan), with new data in the same layout."""
-    attention = _attention()
+    decoding = _module("attention_decode")
 
-    attention._decode_plans.clear()
+    decoding._decode_plans.clear()
     b, h, hkv, lq, s = (2, 4, 1, 1, 70) if not three_d else (3, 1, 1, 2, 70)
     calls = []
     for seed in (1, 2, 3):
@@ -386,24 +384,24 @@ def test_decode_repeat_calls_replay_the_plan(mask_kind: str, three_d: bool) -> N
             q, k, v = q[:, 0], k[:, 0], v[:, 0]
             mask = None if mask is None else mask[:, 0] if mask.dim() == 4 else mask[0]
         calls.append((q, k, v, mask))
-    stores = attention._decode_plans.stores
+    stores = decoding._decode_plans.stores
     with gems_core.use_gems(include=OPS):
         for q, k, v, mask in calls:
             got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=not three_d)
             expected = _reference(q, k, v, attn_mask=mask, enable_gqa=not three_d)
             torch.testing.assert_close(got.cpu().double(), expected, atol=OUT_TOLERANCE[0], rtol=OUT_TOLERANCE[1])
             assert got.shape == expected.shape
-    assert attention._decode_plans.stores == stores + 1 and len(attention._decode_plans) == 1
+    assert decoding._decode_plans.stores == stores + 1 and len(decoding._decode_plans) == 1
 
 
 def test_decode_plan_is_not_used_when_gradients_are_needed() -> None:
-    attention = _attention()
+    decoding = _module("attention_decode")
 
-    attention._decode_plans.clear()
+    decoding._decode_plans.clear()
     q, k, v = _inputs(1, 4, 2, 1, 40, 16)
     with gems_core.use_gems(include=OPS):
         F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-        assert len(attention._decode_plans) == 1
+        assert len(decoding._decode_plans) == 1
         leaves = [t.clone().requires_grad_() for t in (q, k, v)]
         out = F.scaled_dot_product_attention(*leaves, enable_gqa=True)
         out.sum().backward()
@@ -427,7 +425,7 @@ PREFILL_CASES: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = {
 @pytest.mark.parametrize("block_n", [16, 32])
 @pytest.mark.parametrize("name", sorted(PREFILL_CASES))
 def test_prefill_blocks_match_float64_aten(name: str, block_n: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    forward = _spy(monkeypatch, "attention", "_forward")
+    forward = _spy(monkeypatch, "attention_prefill", "_forward")
     shape, kwargs = PREFILL_CASES[name]
     q, k, v = _inputs(*shape, 16, seed=shape[3])
     small = KernelConfig({"BLOCK_M": 16, "BLOCK_N": block_n})
@@ -481,7 +479,7 @@ def test_dropout_goes_to_aten_with_one_warning(monkeypatch: pytest.MonkeyPatch) 
     from gems_core.ops import attention
 
     monkeypatch.setattr(attention, "_dropout_noted", False)
-    forward = _spy(monkeypatch, "attention", "_forward")
+    forward = _spy(monkeypatch, "attention_prefill", "_forward")
     q, k, v = _inputs(1, 2, 2, 5, 7, 16)
     with gems_core.use_gems(include=OPS):
         with pytest.warns(RuntimeWarning, match="dropout"):
@@ -493,7 +491,7 @@ def test_dropout_goes_to_aten_with_one_warning(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_mask_that_needs_a_gradient_goes_to_aten(monkeypatch: pytest.MonkeyPatch) -> None:
-    forward = _spy(monkeypatch, "attention", "_forward")
+    forward = _spy(monkeypatch, "attention_prefill", "_forward")
     q, k, v = _inputs(1, 2, 2, 5, 7, 16)
     mask = torch.randn(5, 7, device=DEVICE, requires_grad=True)
     # ATen's math backend: its CUDA memory-efficient kernel rejects these unaligned lengths
@@ -506,7 +504,7 @@ def test_cpu_backend_sends_bf16_attention_to_aten(monkeypatch: pytest.MonkeyPatc
     if runtime.current().selection.backend.name != "cpu":
         pytest.skip("the bf16 gate is the cpu backend's")
     assert "bfloat16" in (runtime.current().policy.gate_for(OPS[0]) or ())
-    forward = _spy(monkeypatch, "attention", "_forward")
+    forward = _spy(monkeypatch, "attention_prefill", "_forward")
     q, k, v = _inputs(1, 2, 2, 5, 7, 16, dtype=torch.bfloat16)
     with gems_core.use_gems(include=OPS):
         got = F.scaled_dot_product_attention(q, k, v)

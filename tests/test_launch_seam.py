@@ -248,7 +248,7 @@ def test_decode_merge_and_tile_model_follow_the_limits(monkeypatch: pytest.Monke
 
     from gems_core import runtime
     from gems_core.contract import KernelConfig
-    from gems_core.ops import attention
+    from gems_core.ops import attention_common, attention_decode
 
     monkeypatch.delenv("GEMS_DECODE_MERGE", raising=False)
     config = KernelConfig({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=3)
@@ -257,8 +257,8 @@ def test_decode_merge_and_tile_model_follow_the_limits(monkeypatch: pytest.Monke
     for name, limits in (("stages", Limits(32, 1024, 2**20, fused_merge=True)),
                          ("stream", Limits(32, 1024, 2**20, pipelining="stream"))):
         monkeypatch.setattr(runtime, "current", lambda limits=limits: SimpleNamespace(limits=limits))
-        modes[name] = attention._merge_mode(4, 16, 64, 4, None)
-        tiles[name] = attention._tile_bytes(torch.float16, None, blocks, False, config)
+        modes[name] = attention_decode._merge_mode(4, 16, 64, 4, None)
+        tiles[name] = attention_common._tile_bytes(torch.float16, None, blocks, False, config)
     assert modes == {"stages": 2, "stream": 1}
     # stages: Q + 3 K/V buffers; stream: 2 K/V buffers + the probabilities
     assert tiles == {"stages": (64 * 64 + 3 * 64 * 128) * 2, "stream": (2 * 64 * 128 + 64 * 64) * 2}

@@ -119,7 +119,7 @@ def test_serving_variant_gives_the_output_and_the_lse_for_the_backward(
     shape, kwargs = SERVED_CASES[name]
     fake = FakeVariant()
     _install(monkeypatch, fake)
-    forward = _spy(monkeypatch, "attention", "_forward")
+    forward = _spy(monkeypatch, "attention_prefill", "_forward")
     dq = _spy(monkeypatch, "attention_backward", "_dq")
     q, k, v = _inputs(*shape, seed=len(name))
 
@@ -159,7 +159,7 @@ def test_backward_reads_the_variants_lse(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_declining_variant_leaves_the_call_to_the_portable_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeVariant("decline")
     _install(monkeypatch, fake)
-    forward = _spy(monkeypatch, "attention", "_forward")
+    forward = _spy(monkeypatch, "attention_prefill", "_forward")
     q, k, v = _inputs(1, 2, 1, 20, 20, 16)
     with gems_core.use_gems(include=OPS):
         got = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
@@ -172,7 +172,7 @@ def test_failing_variant_warns_once_and_is_turned_off(monkeypatch: pytest.Monkey
     kernel, gradients included; later calls are not offered."""
     fake = FakeVariant("raise")
     _install(monkeypatch, fake)
-    forward = _spy(monkeypatch, "attention", "_forward")
+    forward = _spy(monkeypatch, "attention_prefill", "_forward")
     q, k, v = _inputs(1, 2, 1, 20, 20, 16)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

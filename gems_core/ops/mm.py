@@ -52,7 +52,7 @@ from ..plan_cache import PlanCache
 from ..registry import aten_op
 from ..tuning import Tunable
 from .arithmetic import _mul
-from .gemm_common import (  # noqa: F401 - re-exported for blas.py and attention.py
+from .gemm_common import (  # noqa: F401 - re-exported for blas.py and attention_common.py
     _FLOATS,
     _INT32_MAX,
     _bucket,

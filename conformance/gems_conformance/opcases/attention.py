@@ -1,4 +1,4 @@
-"""Cases for gems_core/ops/attention.py: scaled_dot_product_attention, forward and backward.
+"""Cases for gems_core/ops/attention*.py: scaled_dot_product_attention, forward and backward.
 
 Query and key lengths are odd and unequal (neither a multiple of a tile; L > S in one
 shape and L < S in the other, so the top-left causal diagonal is met from both sides);
