@@ -49,5 +49,7 @@ def test_a_precision_change_reaches_planned_signatures(op: str, precisions: list
         precisions.clear()
         changed = call()
     assert "ieee" not in precisions and "tf32" in precisions, precisions
-    for result in (got, changed):
-        torch.testing.assert_close(result.double(), want, rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(got.double(), want, rtol=2e-3, atol=2e-3)
+    # tf32 keeps 10 mantissa bits: 20 products of unit normals are off by up to about 1e-2
+    # (ATen's tf32 product is as far off)
+    torch.testing.assert_close(changed.double(), want, rtol=1e-2, atol=5e-2)

@@ -143,7 +143,8 @@ def _generate(
             lines.append(f"    v{i} = tl.load({name} + {offset_expr(name)}, mask=mask){cast}")
         elif kind == "f64bits":
             # small bit patterns (0.0) arrive as int32
-            lines.append(f"    v{i} = {name}.to(tl.int64).to(tl.float64, bitcast=True){cast}")
+            # (a pattern equal to 1 arrives as a constant: tl.cast takes it too)
+            lines.append(f"    v{i} = tl.cast({name}, tl.int64).to(tl.float64, bitcast=True){cast}")
         else:
             # tl.full, not .to(): the interpreter passes Python floats through unconverted
             value = f"tl.full((BLOCK_SIZE,), {name}, COMPUTE)" if promote else name
@@ -151,7 +152,7 @@ def _generate(
         values.append(f"v{i}")
     for name, kind in extras:
         if kind == "f64bits":
-            lines.append(f"    extra_{name} = extra_{name}.to(tl.int64).to(tl.float64, bitcast=True)")
+            lines.append(f"    extra_{name} = tl.cast(extra_{name}, tl.int64).to(tl.float64, bitcast=True)")
     call_args = ", ".join(values + [f"extra_{name}" for name, _ in extras])
     if num_outputs == 1:
         lines.append(f"    r0 = _fn({call_args})")

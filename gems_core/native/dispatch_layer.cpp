@@ -44,6 +44,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -1051,11 +1052,15 @@ class NativeKernel final : public c10::OperatorKernel {
   }
 
   // The device of a call's operands (list elements included): the first tensor off the CPU,
-  // else the first tensor's.
+  // else a device argument off the CPU (a factory call such as arange names its device only
+  // there, as in key_of), else the first tensor's.
   static c10::Device device_of(const std::vector<c10::IValue>& values) {
     std::vector<at::Tensor> tensors;
+    std::optional<c10::Device> named;
     for (const auto& v : values) {
-      if (v.isTensor()) {
+      if (v.isDevice()) {
+        if (!named && !v.toDevice().is_cpu() && v.toDevice().has_index()) named = v.toDevice();
+      } else if (v.isTensor()) {
         tensors.push_back(v.toTensor());
       } else if (v.isTensorList()) {
         for (const at::Tensor& t : v.toTensorList().vec()) tensors.push_back(t);
@@ -1068,6 +1073,7 @@ class NativeKernel final : public c10::OperatorKernel {
     for (const auto& t : tensors) {
       if (t.defined() && !t.is_cpu()) return t.device();
     }
+    if (named) return *named;
     for (const auto& t : tensors) {
       if (t.defined()) return t.device();
     }

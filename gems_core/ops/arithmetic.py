@@ -16,9 +16,11 @@ from ..registry import aten_op
 @pointwise(kind="DEFAULT")
 @triton.jit
 def _add(x, y):
+    # if/else, not an early return: the compiler types every return of a function alike
     if x.dtype == tl.int1:
         return x | y  # bool: logical or (1-bit addition would wrap True + True to False)
-    return x + y
+    else:
+        return x + y
 
 
 @pointwise(kind="DEFAULT", extras=("alpha",))
@@ -26,7 +28,8 @@ def _add(x, y):
 def _add_scaled(x, y, alpha):
     if x.dtype == tl.int1:
         return x | (y & (alpha != 0))
-    return x + y * alpha
+    else:
+        return x + y * alpha
 
 
 @pointwise(kind="DEFAULT")

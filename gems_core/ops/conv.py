@@ -145,7 +145,8 @@ def _split_taps(tap, KH, KW):
 def _dot(a, b, acc, ACC: tl.constexpr, INPUT_PRECISION: tl.constexpr, WIDEN: tl.constexpr):
     if WIDEN:
         return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee", out_dtype=ACC)
-    return tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
+    else:
+        return tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
 
 
 @triton.jit

@@ -71,7 +71,7 @@ def _fill_kernel(
     where = i0 * stride0 + i1 * stride1 + i2 * stride2 + i3 * stride3
     if F64_BITS:
         # a pattern that fits 32 bits (0.0, subnormals) arrives as an int32 argument
-        v = value.to(tl.int64).to(tl.float64, bitcast=True)
+        v = tl.cast(value, tl.int64).to(tl.float64, bitcast=True)
     else:
         v = value
     tl.store(out_ptr + where, tl.full((BLOCK_SIZE,), v, out_ptr.dtype.element_ty), mask=mask)
@@ -92,8 +92,8 @@ def _arange_kernel(
     offsets = program_offsets(BLOCK_SIZE, INT64)
     mask = offsets < numel
     if F64_BITS:
-        first = start.to(tl.int64).to(tl.float64, bitcast=True)
-        delta = step.to(tl.int64).to(tl.float64, bitcast=True)
+        first = tl.cast(start, tl.int64).to(tl.float64, bitcast=True)
+        delta = tl.cast(step, tl.int64).to(tl.float64, bitcast=True)
     else:
         first = start
         delta = step

@@ -51,10 +51,10 @@ def _linspace_kernel(
     offsets = program_offsets(BLOCK_SIZE, INT64)
     mask = offsets < steps
     if F64_BITS:
-        start = start.to(tl.int64).to(tl.float64, bitcast=True)
-        end = end.to(tl.int64).to(tl.float64, bitcast=True)
-        step = step.to(tl.int64).to(tl.float64, bitcast=True)
-        base = base.to(tl.int64).to(tl.float64, bitcast=True)
+        start = tl.cast(start, tl.int64).to(tl.float64, bitcast=True)
+        end = tl.cast(end, tl.int64).to(tl.float64, bitcast=True)
+        step = tl.cast(step, tl.int64).to(tl.float64, bitcast=True)
+        base = tl.cast(base, tl.int64).to(tl.float64, bitcast=True)
     first = tl.full((BLOCK_SIZE,), start, ACC) + tl.full((BLOCK_SIZE,), step, ACC) * offsets.to(ACC)
     last = tl.full((BLOCK_SIZE,), end, ACC) - tl.full((BLOCK_SIZE,), step, ACC) * (steps - 1 - offsets).to(ACC)
     values = tl.where(offsets < steps // 2, first, last)

@@ -238,8 +238,8 @@ def _gemv_kernel(
         x_ptrs += BLOCK_K * stride_x
     y = tl.sum(acc, axis=0)
     if ACC_FP64:
-        alpha = alpha.to(tl.int64).to(tl.float64, bitcast=True)
-        beta = beta.to(tl.int64).to(tl.float64, bitcast=True)
+        alpha = tl.cast(alpha, tl.int64).to(tl.float64, bitcast=True)
+        beta = tl.cast(beta, tl.int64).to(tl.float64, bitcast=True)
     y = y * alpha
     if HAS_BIAS:
         bias = tl.load(bias_ptr + rn * stride_bias, mask=n_mask)

@@ -117,7 +117,7 @@ def _scatter_gather_kernel(
     else:
         if SCALAR:
             if F64_BITS:
-                alpha = alpha.to(tl.int64).to(tl.float64, bitcast=True)
+                alpha = tl.cast(alpha, tl.int64).to(tl.float64, bitcast=True)
             value = tl.full((BLOCK_SIZE,), alpha, self_ptr.dtype.element_ty)
         else:
             value = tl.load(other, mask=mask)

@@ -167,10 +167,10 @@ def gemm_tile(
         b_ptrs += BLOCK_K * stride_bk
 
     if ACC_FP64:
-        alpha = alpha.to(tl.int64).to(
-            tl.float64, bitcast=True
-        )  # small bit patterns arrive as int32
-        beta = beta.to(tl.int64).to(tl.float64, bitcast=True)
+        # small bit patterns arrive as int32, a pattern equal to 1 as a constant: tl.cast
+        # takes both
+        alpha = tl.cast(alpha, tl.int64).to(tl.float64, bitcast=True)
+        beta = tl.cast(beta, tl.int64).to(tl.float64, bitcast=True)
     store_epilogue(
         acc,
         c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn,

@@ -74,7 +74,7 @@ _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 @triton.jit
 def _scale(bits, F64: tl.constexpr):
     """A scale passed as its float64 bits, in the precision the source map uses."""
-    scale = bits.to(tl.int64).to(tl.float64, bitcast=True)
+    scale = tl.cast(bits, tl.int64).to(tl.float64, bitcast=True)
     if not F64:
         scale = scale.to(tl.float32)
     return scale

@@ -88,7 +88,7 @@ def _copy_kernel(
     value = tl.load(src_ptr + src_base + src, mask=inside)
     if PAD:
         if F64_BITS:
-            outside = fill.to(tl.int64).to(tl.float64, bitcast=True)  # bits that fit 32 bits arrive as int32
+            outside = tl.cast(fill, tl.int64).to(tl.float64, bitcast=True)  # bits that fit 32 bits arrive as int32
         else:
             outside = fill
         value = tl.where(inside, value, outside)
