@@ -70,3 +70,36 @@ def test_strided_rows_are_read_in_place(op: str, monkeypatch: pytest.MonkeyPatch
         want = torch.nn.functional.layer_norm(xd, [40], w.double().cpu(), b.double().cpu(), 1e-5)
     assert got.is_contiguous()
     torch.testing.assert_close(got.cpu().double(), want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("m", "n", "dtype"), [
+    (5, 7, torch.float64),  # few rows: one slice writes the gradients itself
+    (300, 40, torch.float32),  # row slices summed by a second launch
+    (1000, 33, torch.bfloat16),
+    (129, 130, torch.float16),  # two column blocks, a partial last slice
+    (0, 8, torch.float32),  # no rows: zero gradients
+])
+def test_weight_and_bias_gradients_over_row_slices(m: int, n: int, dtype: torch.dtype) -> None:
+    """layer_norm's and rms_norm's weight and bias gradients (sums over every row, split in
+    slices of rows) against ATen in float64, with gems serving the backward."""
+    load_ops()
+    g = torch.Generator().manual_seed(m + n)
+    x, w, b, dy = (torch.randn(*shape, generator=g).to(dtype).to(DEVICE) for shape in ((m, n), (n,), (n,), (m, n)))
+    tol = {torch.float64: 1e-9, torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 3e-3}[dtype]
+    for rms in (False, True):
+        ref = [t.detach().cpu().double().requires_grad_() for t in (x, w, b)]
+        got = [t.detach().clone().requires_grad_() for t in (x, w, b)]
+        if rms:
+            torch.nn.functional.rms_norm(ref[0], (n,), ref[1]).backward(dy.cpu().double())
+            name = "rms_norm"
+        else:
+            torch.nn.functional.layer_norm(ref[0], (n,), ref[1], ref[2]).backward(dy.cpu().double())
+            name = "native_layer_norm_backward"
+        with RouteWatch(implementations([name])[name]) as watch, gems_core.use_gems():
+            if rms:
+                torch.nn.functional.rms_norm(got[0], (n,), got[1]).backward(dy)
+            else:
+                torch.nn.functional.layer_norm(got[0], (n,), got[1], got[2]).backward(dy)
+        assert watch.hit, f"gems did not serve {name}"
+        for mine, want in zip(got[: 2 if rms else 3], ref):
+            torch.testing.assert_close(mine.grad.cpu().double(), want.grad, rtol=tol, atol=tol * max(1.0, m**0.5))

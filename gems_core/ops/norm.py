@@ -23,6 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .. import runtime
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
 from ..host_math import cdiv, next_power_of_2
@@ -41,6 +42,8 @@ NORM = Tunable(
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _ROWS_PER_STEP = 16  # rows summed per step by the weight-gradient kernel
+_WEIGHT_GRAD_COLUMNS = 128  # columns per program of the weight-gradient kernels
+_PARTIAL_ROWS = 8  # slices' sums added per step by the second weight-gradient launch
 
 
 @triton.jit
@@ -150,10 +153,11 @@ def _norm_weight_grad_kernel(
     x_ptr,  # (M, N) contiguous
     mean_ptr,  # (M,) unless RMS
     rstd_ptr,  # (M,)
-    dw_ptr,  # (N,) when HAS_DW
-    db_ptr,  # (N,) when HAS_DB
+    dw_ptr,  # (R, N) when HAS_DW: a partial sum per slice of rows (R = 1: the gradient itself)
+    db_ptr,  # (R, N) when HAS_DB
     M,
     N,
+    rows_per_slice,  # a multiple of BLOCK_M
     RMS: tl.constexpr,
     HAS_DW: tl.constexpr,
     HAS_DB: tl.constexpr,
@@ -161,13 +165,14 @@ def _norm_weight_grad_kernel(
     BLOCK_N: tl.constexpr,
     ACC: tl.constexpr,  # float64 for float64 inputs, else float32
 ):
-    # dw = sum over rows of g * (x - mean) * rstd,   db = sum over rows of g
+    # over the rows of slice r: dw[r] = sum of g * (x - mean) * rstd,   db[r] = sum of g
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
+    first = tl.program_id(1).to(tl.int64) * rows_per_slice
     acc_w = tl.full((BLOCK_M, BLOCK_N), 0.0, ACC)
     acc_b = tl.full((BLOCK_M, BLOCK_N), 0.0, ACC)
-    for start in range(0, M, BLOCK_M):
-        rows = (start + tl.arange(0, BLOCK_M)).to(tl.int64)
+    for step in range(0, rows_per_slice, BLOCK_M):
+        rows = first + step + tl.arange(0, BLOCK_M)
         row_mask = rows < M
         mask = row_mask[:, None] & col_mask[None, :]
         offsets = rows[:, None] * N + cols[None, :]
@@ -179,6 +184,40 @@ def _norm_weight_grad_kernel(
             if not RMS:
                 x = x - tl.load(mean_ptr + rows, mask=row_mask, other=0.0).to(ACC)[:, None]
             acc_w += g * x * rstd[:, None]
+    out = tl.program_id(1).to(tl.int64) * N + cols
+    if HAS_DW:
+        tl.store(dw_ptr + out, tl.reduce(acc_w, 0, add_combine).to(dw_ptr.dtype.element_ty), mask=col_mask)
+    if HAS_DB:
+        tl.store(db_ptr + out, tl.reduce(acc_b, 0, add_combine).to(db_ptr.dtype.element_ty), mask=col_mask)
+
+
+@triton.jit
+def _norm_partials_kernel(
+    pw_ptr,  # (R, N) ACC when HAS_DW: the weight kernel's partial sums
+    pb_ptr,  # (R, N) ACC when HAS_DB
+    dw_ptr,  # (N,)
+    db_ptr,  # (N,)
+    R,
+    N,
+    HAS_DW: tl.constexpr,
+    HAS_DB: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    ACC: tl.constexpr,
+):
+    # dw = sum over r of pw[r],   db = sum over r of pb[r]
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    acc_w = tl.full((BLOCK_R, BLOCK_N), 0.0, ACC)
+    acc_b = tl.full((BLOCK_R, BLOCK_N), 0.0, ACC)
+    for start in range(0, R, BLOCK_R):
+        rows = start + tl.arange(0, BLOCK_R)
+        mask = (rows < R)[:, None] & col_mask[None, :]
+        offsets = rows[:, None] * N + cols[None, :]
+        if HAS_DW:
+            acc_w += tl.load(pw_ptr + offsets, mask=mask, other=0.0)
+        if HAS_DB:
+            acc_b += tl.load(pb_ptr + offsets, mask=mask, other=0.0)
     if HAS_DW:
         tl.store(dw_ptr + cols, tl.reduce(acc_w, 0, add_combine).to(dw_ptr.dtype.element_ty), mask=col_mask)
     if HAS_DB:
@@ -188,18 +227,17 @@ def _norm_weight_grad_kernel(
 _forward = LaunchCache(_norm_forward_kernel, name="norm")
 _backward = LaunchCache(_norm_backward_kernel, name="norm_backward")
 _weight_grad = LaunchCache(_norm_weight_grad_kernel, name="norm_weight_grad")
+_partials = LaunchCache(_norm_partials_kernel, name="norm_weight_grad_partials")
 
 
 def _launch(kernel: LaunchCache, grid_rows: int, n: int, args: Sequence[Any], **constexprs: Any) -> None:
-    """Launch ``kernel`` with one program per row (``grid_rows``), or per BLOCK_N columns
-    for the weight-gradient kernel."""
+    """Launch ``kernel`` with one program per row (``grid_rows``)."""
 
     acc = acc_dtype(args[0].dtype)
 
     def launch(config: KernelConfig) -> None:
         block_n = min(config.params["BLOCK_N"], next_power_of_2(n))
-        grid = cdiv(n, block_n) if kernel is _weight_grad else grid_rows
-        kernel((grid,), *args, config=config, options=NORM.options(), BLOCK_N=block_n, ACC=TL_DTYPES[acc], **constexprs)
+        kernel((grid_rows,), *args, config=config, options=NORM.options(), BLOCK_N=block_n, ACC=TL_DTYPES[acc], **constexprs)
 
     key = (kernel.name, str(args[0].dtype), n.bit_length())
     launch(NORM.choose(key, lambda config: bench_ms(lambda: launch(config))))
@@ -364,13 +402,39 @@ def _norm_backward(
         db = torch.empty((n,), dtype=bias_dtype, device=x.device)
     if want_dw or want_db:
         if m:
-            _launch(_weight_grad, 0, n, (grad, x, mean, rstd, _flat(dw, x), _flat(db, x), m, n),
-                    RMS=rms, HAS_DW=want_dw, HAS_DB=want_db, BLOCK_M=_ROWS_PER_STEP)
+            _weight_and_bias_grad(grad, x, mean, rstd, dw, db, m, n, rms)
         else:
             for t in (dw, db):
                 if t is not None:
                     t.zero_()
     return dx, dw, db
+
+
+def _weight_and_bias_grad(grad: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
+                          dw: torch.Tensor | None, db: torch.Tensor | None, m: int, n: int, rms: bool) -> None:
+    """dw and db (where not None): sums over the m rows, split into slices of rows so that
+    the programs fill the chip (one program per column block would sum thousands of rows
+    alone), each slice's sum in float32 (float64 for float64) and then the slices' sums
+    added in a second launch; one slice (few rows) writes the result at once."""
+    acc = acc_dtype(x.dtype)
+    block_n = min(_WEIGHT_GRAD_COLUMNS, next_power_of_2(n))
+    columns = cdiv(n, block_n)
+    wanted = max(1, 4 * runtime.compute_units(x.device.type, x.device.index) // columns)
+    rows_per_slice = cdiv(cdiv(m, min(wanted, cdiv(m, _ROWS_PER_STEP))), _ROWS_PER_STEP) * _ROWS_PER_STEP
+    slices = cdiv(m, rows_per_slice)
+    config = KernelConfig({"BLOCK_N": block_n}, num_warps=4)
+    flags = {"HAS_DW": dw is not None, "HAS_DB": db is not None, "ACC": TL_DTYPES[acc]}
+    if slices == 1:
+        _weight_grad((columns, 1), grad, x, mean, rstd, _flat(dw, x), _flat(db, x), m, n, rows_per_slice,
+                     config=config, options=NORM.options(), RMS=rms, BLOCK_M=_ROWS_PER_STEP, BLOCK_N=block_n,
+                     **flags)
+        return
+    pw = torch.empty((slices, n), dtype=acc, device=x.device) if dw is not None else None
+    pb = torch.empty((slices, n), dtype=acc, device=x.device) if db is not None else None
+    _weight_grad((columns, slices), grad, x, mean, rstd, _flat(pw, x), _flat(pb, x), m, n, rows_per_slice,
+                 config=config, options=NORM.options(), RMS=rms, BLOCK_M=_ROWS_PER_STEP, BLOCK_N=block_n, **flags)
+    _partials((columns,), _flat(pw, x), _flat(pb, x), _flat(dw, x), _flat(db, x), slices, n,
+              config=config, options=NORM.options(), BLOCK_R=_PARTIAL_ROWS, BLOCK_N=block_n, **flags)
 
 
 @aten_op("native_layer_norm_backward")
