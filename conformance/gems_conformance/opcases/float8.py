@@ -68,11 +68,18 @@ def _scaled_reference(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, s
 
 
 def scaled_mm_samples(dtype: torch.dtype, device: torch.device | str, profile: str) -> Iterator[Sample]:
-    sizes = [(5, 19, 7), (33, 64, 17)] if profile == "quick" else [(64, 128, 96), (257, 512, 130)]
+    # on an accelerator ATen's product (cuBLASLt, hipBLASLt) takes only a column-major b and
+    # K and N divisible by 16: the samples there are ones it accepts, so that its result is
+    # the reference; the CPU samples have odd sizes and a row-major b too
+    accelerator = torch.device(device).type != "cpu"
+    if accelerator:
+        sizes = [(16, 32, 16), (40, 64, 48)] if profile == "quick" else [(64, 128, 96), (257, 512, 128)]
+    else:
+        sizes = [(5, 19, 7), (33, 64, 17)] if profile == "quick" else [(64, 128, 96), (257, 512, 130)]
     for n, (m, k, cols) in enumerate(sizes):
         a = samples.make_tensor((m, k), dtype, device, 100 * n, low=-8, high=8)
-        b = samples.make_tensor((k, cols), dtype, device, 100 * n + 1, low=-8, high=8)
         b_t = samples.make_tensor((cols, k), dtype, device, 100 * n + 2, low=-8, high=8).t()
+        b = b_t if accelerator else samples.make_tensor((k, cols), dtype, device, 100 * n + 1, low=-8, high=8)
         tensorwise = (samples.make_tensor((), torch.float32, device, 100 * n + 3, low=0.5, high=2),
                       samples.make_tensor((), torch.float32, device, 100 * n + 4, low=0.5, high=2))
         rowwise = (samples.make_tensor((m, 1), torch.float32, device, 100 * n + 5, low=0.5, high=2),
@@ -83,7 +90,9 @@ def scaled_mm_samples(dtype: torch.dtype, device: torch.device | str, profile: s
             yield Sample(f"column-major b, bias {_name(out_dtype)}", (a, b_t, *tensorwise, bias, out_dtype))
             yield Sample(f"row-wise {_name(out_dtype)}", (a, b_t, *rowwise, bias, out_dtype))
     other = FLOAT8_DTYPES[1] if dtype == FLOAT8_DTYPES[0] else FLOAT8_DTYPES[0]
-    a, b = samples.make_tensor((6, 16), dtype, device, 1), samples.make_tensor((16, 5), other, device, 2)
+    a = samples.make_tensor((6, 16), dtype, device, 1)
+    b = (samples.make_tensor((16, 16), other, device, 2).t() if accelerator
+         else samples.make_tensor((16, 5), other, device, 2))
     one = torch.ones((), device=device)
     yield Sample("mixed formats", (a, b, one, one, None, torch.float32))
     yield Sample("empty", (a[:0], b, one, one, None, torch.float32))
