@@ -287,6 +287,8 @@ def _train_case(spec: ModelSpec, base: nn.Module, args: argparse.Namespace, devi
     optimizer = torch.optim.AdamW(params, lr=1e-4)
     inputs = make_inputs(spec, model, batch, seq, device, torch.float32, args.seed)
     autocast = args.train_autocast or (torch.bfloat16 if device.type == "cuda" else None)
+    if autocast == "none":
+        autocast = None
 
     def prepare() -> None:  # every round steps from the same weights: comparable losses
         with torch.no_grad():
@@ -562,8 +564,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default=None, help="the selected backend's device unless given (cpu, cuda)")
     parser.add_argument("--dtype", type=lambda t: getattr(torch, t), default=None,
                         help="of the inference models (default bfloat16 on a GPU, BERT float16; float32 on the CPU)")
-    parser.add_argument("--train-autocast", type=lambda t: None if t == "none" else getattr(torch, t),
-                        default=None, help="autocast dtype of the training step (default bfloat16 on a GPU, none on the CPU)")
+    parser.add_argument("--train-autocast", type=lambda t: "none" if t == "none" else getattr(torch, t),
+                        default=None, help="autocast dtype of the training step, or none (default bfloat16 on a GPU, "
+                        "none on the CPU)")
     parser.add_argument("--tiny", action="store_true", help="tiny configs, seconds on the cpu backend")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="write JSON lines here")
