@@ -98,7 +98,9 @@ def test_semantics_tier_runs_from_the_cli(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "gems_conformance.cli", "--device", "cpu", "--tier", "semantics",
                "--quick", "--ops", "clamp,index_select", "--workers", "1", "--quiet", "--report", str(tmp_path)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
+    summary = tmp_path / "summary.md"
+    assert done.returncode == 0, (done.stderr[-2000:], done.stdout[-2000:],
+                                  summary.read_text()[-3000:] if summary.exists() else "")
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["tiers"]["semantics"]["ran"] is True
     chosen = [r for r in data["records"] if r["tier"] == "semantics"]
