@@ -32,8 +32,8 @@ weights every round).
 Providers: ATen with each SDPA backend (``aten-math``, ``aten-efficient``, ``aten-flash``,
 ``aten-cudnn``, by ``torch.nn.attention.sdpa_kernel``; on the CPU math and flash; a model
 without attention has one, ``aten``) and ``gems``. A backend that cannot run a model's
-attention (flash with a mask, say) records its error. Per case each provider runs once to warm
-up (gems compiles and tunes), then ``--rounds`` rounds in which the providers take turns;
+attention (flash with a mask, say) records its error. Per case each provider runs ``--warmup``
+times (default 2; gems compiles and tunes), then ``--rounds`` rounds in which the providers take turns;
 the median and the best are kept, every timing is recorded. Then gems runs the case once more
 under torch.profiler for the share of GPU kernel time in gems' (Triton) kernels and for the
 ATen ops that ran on ATen: ops gems does not serve (convolution, say) and calls of served
@@ -494,16 +494,20 @@ def measure(case: Case, providers: list[str], args: argparse.Namespace, device: 
                     out = case.run()
             outputs[provider] = _detach(out)
             if device.type == "cuda":
+                # the timed rounds' peak (steady state); the warm-ups' apart: gems compiles
+                # and tunes there, and tuning allocates scratch outputs and a cache-flush buffer
+                field = "peak_mem_mib" if timed else "warmup_peak_mem_mib"
                 peak = torch.cuda.max_memory_allocated() / 2**20
-                row["peak_mem_mib"] = max(row["peak_mem_mib"] or 0.0, peak)
+                row[field] = max(row.get(field) or 0.0, peak)
             took = f"{row['ms_runs'][-1]:.2f} ms" if timed else "done"
         except Exception as exc:  # noqa: BLE001 - one provider failing is a result
             row["error"] = f"{type(exc).__name__}: {exc}"[:500]
             took = f"error: {row['error'][:120]}"
         progress.step(f"{label} {provider} {phase}: {took}")
 
-    for provider in providers:
-        attempt(provider, "warm-up", False)
+    for index in range(args.warmup):
+        for provider in providers:
+            attempt(provider, "warm-up" if args.warmup == 1 else f"warm-up {index + 1}", False)
     for index in range(args.rounds):
         for provider in providers:
             attempt(provider, f"round {index + 1}", True)
@@ -558,6 +562,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--providers", type=names, default=None,
                         help="of aten (every SDPA backend), aten-math, aten-efficient, aten-flash, aten-cudnn, gems")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds after the warm-up (default 3)")
+    parser.add_argument("--warmup", type=int, default=2,
+                        help="untimed runs per provider before the rounds (default 2: a training step's second "
+                        "optimizer step meets kernels its first does not)")
     parser.add_argument("--new-tokens", type=int, default=32, help="tokens generate() adds (default 32)")
     parser.add_argument("--generate-batches", type=lambda t: [int(x) for x in names(t)], default=[1, 8],
                         help="batches of the generate workloads (default 1,8)")
@@ -590,7 +597,7 @@ def environment(args: argparse.Namespace, device: torch.device) -> dict[str, Any
     return {"kind": "environment", "benchmark": "models",
             "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
             "backend": gems_core.backend().name, "torch": torch.__version__, "triton": triton.__version__,
-            "gems": gems_core.__version__, **versions, "tiny": args.tiny, "rounds": args.rounds,
+            "gems": gems_core.__version__, **versions, "tiny": args.tiny, "rounds": args.rounds, "warmup": args.warmup,
             "new_tokens": 3 if args.tiny else args.new_tokens, "seed": args.seed}
 
 
@@ -614,7 +621,7 @@ def planned_steps(specs: list[ModelSpec], args: argparse.Namespace, device: torc
                 cases += (1 if args.tiny else len(args.generate_batches)) if spec.kind == "decoder" else 0
             else:
                 cases += 1
-        steps += cases * (providers * (1 + args.rounds) + 1)
+        steps += cases * (providers * (args.warmup + args.rounds) + 1)
     return steps
 
 
