@@ -51,6 +51,7 @@ from ..launch_cache import KernelCompileError, LaunchCache
 from ..plan_cache import PlanCache
 from ..registry import aten_op
 from ..tuning import Tunable
+from . import gemm_split_k
 from .arithmetic import _mul
 from .gemm_common import (  # noqa: F401 - re-exported for blas.py and attention_common.py
     _FLOATS,
@@ -290,7 +291,9 @@ def _launch(
         except KernelCompileError as exc:
             _tma_failed(exc)
             kind = "general"
-    if kind == "general":
+    if kind == "general" and gemm_split_k.applies(M, N, K, a.dtype, a.device):
+        gemm_split_k.launch(a, b, out, bias, alpha, beta, plain=launch_general)
+    elif kind == "general":
         launch_general(a, b, out, bias, alpha, beta)
     elif kind == "decode":
         launch_decode(a, b, out, bias, alpha, beta)
