@@ -133,6 +133,7 @@ def use_interpreter() -> None:
 
     os.environ["TRITON_INTERPRET"] = "1"
     triton.knobs.runtime.interpret = True
+    _interpreter_scalar_index()
     rewrapped: dict[int, Any] = {}
     for name, module in list(sys.modules.items()):
         if module is None or not (name == "triton.language" or name.startswith("triton.language.")):
@@ -142,6 +143,27 @@ def use_interpreter() -> None:
                 if id(value) not in rewrapped:
                     rewrapped[id(value)] = InterpretedFunction(value.fn)
                 setattr(module, attr, rewrapped[id(value)])
+
+
+def _interpreter_scalar_index() -> None:
+    """Triton's interpreter up to 3.8 turns a scalar argument used as an index (a ``range``
+    bound: ``range(0, n, BLOCK)``) into a Python int with ``int()`` of its one-element 1-d
+    array, which NumPy 2.4 refuses ("only 0-dimensional arrays can be converted"): every
+    kernel with a runtime loop bound would fail on the CPU backend. Its per-kernel patching of
+    ``tl.tensor`` is wrapped here to convert through ``squeeze()``, as Triton 3.9 does
+    (harmless where the interpreter does so already)."""
+    from triton.runtime import interpreter
+
+    patch = getattr(interpreter, "_patch_lang_tensor", None)
+    if patch is None or getattr(patch, "_gems_scalar_index", False):
+        return
+
+    def patch_lang_tensor(tensor: Any, scope: Any) -> None:
+        patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    patch_lang_tensor._gems_scalar_index = True  # type: ignore[attr-defined]
+    interpreter._patch_lang_tensor = patch_lang_tensor
 
 
 def is_interpreted(kernel: Any) -> bool:

@@ -1,0 +1,52 @@
+"""Triton's interpreter before 3.9 converts a scalar argument used as an index (a runtime loop
+bound) with ``int()`` of a one-element 1-d array, which NumPy 2.4 refuses; gems_core.compat
+wraps the interpreter's patching so that the CPU backend's kernels run on those Triton
+releases too (triton >= 3.6 is allowed). The older behaviour is put back in a subprocess
+and a reduction (whose kernel loops to a runtime bound) must still run and match ATen."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gems_core
+
+SCRIPT = r"""
+import torch
+from triton.runtime import interpreter
+
+triton_patch = interpreter._patch_lang_tensor
+
+
+def before_3_9(tensor, scope):  # Triton 3.6-3.8: int() of the scalar's 1-d array
+    triton_patch(tensor, scope)
+    scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
+
+
+interpreter._patch_lang_tensor = before_3_9
+import gems_core
+
+x = torch.randn(10, 300, generator=torch.Generator().manual_seed(0))
+with gems_core.use_gems():
+    got = x.sum(1)
+torch.testing.assert_close(got.double(), x.double().sum(1), rtol=1e-5, atol=1e-4)
+print("ok")
+"""
+
+
+@pytest.mark.skipif(gems_core.device != "cpu", reason="the CPU backend's interpreter")
+def test_a_runtime_loop_bound_runs_in_an_interpreter_that_converts_with_int() -> None:
+    try:
+        int(np.array([5]))
+    except TypeError:
+        pass
+    else:
+        pytest.skip(f"NumPy {np.__version__} still converts one-element arrays with int()")
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600,
+                          check=False, env={**os.environ, "GEMS_DEVICE": "cpu"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("ok")
