@@ -146,24 +146,41 @@ def use_interpreter() -> None:
 
 
 def _interpreter_scalar_index() -> None:
-    """Triton's interpreter up to 3.8 turns a scalar argument used as an index (a ``range``
-    bound: ``range(0, n, BLOCK)``) into a Python int with ``int()`` of its one-element 1-d
-    array, which NumPy 2.4 refuses ("only 0-dimensional arrays can be converted"): every
-    kernel with a runtime loop bound would fail on the CPU backend. Its per-kernel patching of
-    ``tl.tensor`` is wrapped here to convert through ``squeeze()``, as Triton 3.9 does
-    (harmless where the interpreter does so already)."""
+    """Two conversions of scalar arguments in Triton's interpreter before 3.9, brought to
+    3.9's, so that the CPU backend's kernels run on those releases too (triton >= 3.6):
+
+    - a scalar used as an index (a ``range`` bound: ``range(0, n, BLOCK)``) became a Python
+      int by ``int()`` of its one-element 1-d array, which NumPy 2.4 refuses ("only
+      0-dimensional arrays can be converted"): every kernel with a runtime loop bound failed.
+      The per-kernel patching of ``tl.tensor`` is wrapped to convert through ``squeeze()``.
+    - a Python bool argument became an int32 array typed int1, which the interpreter's own
+      check refuses: every call with a bool scalar (``mask | False``, ``where(c, x, True)``)
+      failed. Bools get a bool array.
+
+    Harmless where the interpreter does so already."""
+    import numpy as np
     from triton.runtime import interpreter
 
     patch = getattr(interpreter, "_patch_lang_tensor", None)
-    if patch is None or getattr(patch, "_gems_scalar_index", False):
-        return
+    if patch is not None and not getattr(patch, "_gems_fixed", False):
 
-    def patch_lang_tensor(tensor: Any, scope: Any) -> None:
-        patch(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+        def patch_lang_tensor(tensor: Any, scope: Any) -> None:
+            patch(tensor, scope)
+            scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
 
-    patch_lang_tensor._gems_scalar_index = True  # type: ignore[attr-defined]
-    interpreter._patch_lang_tensor = patch_lang_tensor
+        patch_lang_tensor._gems_fixed = True  # type: ignore[attr-defined]
+        interpreter._patch_lang_tensor = patch_lang_tensor
+    convert = getattr(interpreter, "_implicit_cvt", None)
+    if convert is not None and not getattr(convert, "_gems_fixed", False):
+        import triton.language as tl
+
+        def implicit_cvt(arg: Any) -> Any:
+            if isinstance(arg, bool):
+                return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.bool_), tl.int1), tl.int1)
+            return convert(arg)
+
+        implicit_cvt._gems_fixed = True  # type: ignore[attr-defined]
+        interpreter._implicit_cvt = implicit_cvt
 
 
 def is_interpreted(kernel: Any) -> bool:

@@ -1,8 +1,9 @@
 """Triton's interpreter before 3.9 converts a scalar argument used as an index (a runtime loop
-bound) with ``int()`` of a one-element 1-d array, which NumPy 2.4 refuses; gems_core.compat
-wraps the interpreter's patching so that the CPU backend's kernels run on those Triton
-releases too (triton >= 3.6 is allowed). The older behaviour is put back in a subprocess
-and a reduction (whose kernel loops to a runtime bound) must still run and match ATen."""
+bound) with ``int()`` of a one-element 1-d array, which NumPy 2.4 refuses, and a Python bool
+argument to an int32 array its own check refuses; gems_core.compat wraps both conversions so
+that the CPU backend's kernels run on those Triton releases too (triton >= 3.6 is allowed).
+The older behaviour is put back in a subprocess, and a reduction (whose kernel loops to a
+runtime bound) and ops with bool scalars must still run and match ATen."""
 
 from __future__ import annotations
 
@@ -27,13 +28,33 @@ def before_3_9(tensor, scope):  # Triton 3.6-3.8: int() of the scalar's 1-d arra
     scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
 
 
+triton_cvt = interpreter._implicit_cvt
+
+
+def cvt_before_3_9(arg):  # Triton 3.6-3.8: a bool became an int32 array typed int1
+    if isinstance(arg, bool):
+        import numpy as np
+        import triton.language as tl
+
+        return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.int32), tl.int1), tl.int1)
+    return triton_cvt(arg)
+
+
 interpreter._patch_lang_tensor = before_3_9
+interpreter._implicit_cvt = cvt_before_3_9
 import gems_core
 
 x = torch.randn(10, 300, generator=torch.Generator().manual_seed(0))
+mask = x[0] > 0
 with gems_core.use_gems():
     got = x.sum(1)
+    either = mask | False
+    picked = torch.where(mask, mask, True)
 torch.testing.assert_close(got.double(), x.double().sum(1), rtol=1e-5, atol=1e-4)
+assert torch.equal(either, mask) and torch.equal(picked, torch.ones_like(mask))
+# (Triton 3.9 passes these bools as constants; where it does not, the conversion serves them)
+converted = interpreter._implicit_cvt(True)
+assert converted.handle.data.dtype == bool and bool(converted.handle.data[0])
 print("ok")
 """
 
