@@ -60,3 +60,26 @@ def test_the_kernels_after_the_count_are_compiled(records) -> None:
     # the write kernels carry their tunable's name: its config is reported compiled
     unreached = {r.kernel for r in records if r.status == NOT_EXERCISED}
     assert not unreached & {"compact", "unique"}, unreached
+
+
+def test_host_index_checks_read_no_kernel_result_in_compile_only_execution(monkeypatch: pytest.MonkeyPatch) -> None:
+    """index_select's, embedding's and nll_loss's host checks read values a kernel computed
+    (aminmax of the indices, a bad-target flag); in compile-only execution no kernel ran and
+    the memory holds anything, so the checks take a stand-in that passes, and a model's
+    forward and backward compile through them. Off compile-only, the same reads raise."""
+    import torch
+
+    from gems_core import runtime
+    from gems_core.ops import indexing, loss
+
+    index, bad = torch.tensor([5, -9]), torch.ones((1,), dtype=torch.int32)
+    targets = torch.tensor([7])
+    with pytest.raises(IndexError):
+        indexing.check_indices(index, 3)
+    with pytest.raises(IndexError):
+        loss._check_targets(bad, targets, -100, 3)
+    monkeypatch.setattr(type(runtime.current()), "compile_only", property(lambda self: True))
+    assert indexing.index_range(index) == (0, 0)
+    indexing.check_indices(index, 3)
+    indexing.check_wrapped_indices(index, 3)
+    loss._check_targets(bad, targets, -100, 3)

@@ -180,11 +180,21 @@ def _gather_options(device_check: bool) -> dict[str, Any]:
     return device_check_options(options) if device_check else options
 
 
+def index_range(index: torch.Tensor) -> tuple[int, int]:
+    """The smallest and largest entry of the non-empty ``index``, read back to the host;
+    (0, 0) in compile-only execution, where no kernel computed them (the host checks that
+    read them then pass, and the kernels that follow compile)."""
+    if runtime.current().compile_only:
+        return 0, 0
+    low, high = torch.aminmax(index)
+    return int(low), int(high)
+
+
 def check_indices(index: torch.Tensor, size: int) -> None:
     """Raise ATen's error unless every entry of ``index`` lies in [0, size)."""
     if index.numel() == 0:
         return
-    low, high = (int(v) for v in torch.aminmax(index))
+    low, high = index_range(index)
     if low < 0 or high >= size:
         raise IndexOutOfRangeError("index out of range in self")
 
@@ -274,7 +284,7 @@ def check_wrapped_indices(index: torch.Tensor, size: int) -> None:
     [-size, size): index.Tensor's rule."""
     if index.numel() == 0:
         return
-    low, high = (int(v) for v in torch.aminmax(index))
+    low, high = index_range(index)
     if low < -size or high >= size:
         bad = next(v for v in index.reshape(-1).tolist() if not -size <= v < size)
         # ATen numbers the dim by the index tensor's position among the indices: 0 here

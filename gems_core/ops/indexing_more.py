@@ -46,7 +46,7 @@ from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
 from .factory import converted_value, f64_bits
-from .indexing import IndexOutOfRangeError, device_check_options, host_checks_indices, wrap_dim
+from .indexing import IndexOutOfRangeError, device_check_options, host_checks_indices, index_range, wrap_dim
 from .kernel_lib import program_offsets
 from .masked import write_out
 
@@ -140,7 +140,7 @@ def _check(index: torch.Tensor, size: int, dim: int, wrap: bool, prefix: str = "
     """ATen's error for the first index outside [0, size) ([-size, size) with ``wrap``)."""
     if not index.numel():
         return
-    low, high = (int(v) for v in torch.aminmax(index))
+    low, high = index_range(index)
     lowest = -size if wrap else 0
     if low < lowest or high >= size:
         bad = next(v for v in index.reshape(-1).tolist() if not lowest <= v < size)
