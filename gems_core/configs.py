@@ -58,6 +58,14 @@ def mm_decode(BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_warps: int = 4, num_
     return _config(params, num_warps, num_stages, options)
 
 
+def mm_split_k(BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, SPLIT_K: int, num_warps: int = 4, num_stages: int = 3,
+               options: Options = None) -> KernelConfig:
+    """A GEMM tile over one of SPLIT_K slices of K, for products with few result tiles
+    (SPLIT_K 1: mm's tiled kernel, with its own tile)."""
+    params = {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "BLOCK_K": BLOCK_K, "SPLIT_K": SPLIT_K}
+    return _config(params, num_warps, num_stages, options)
+
+
 def gemv(BLOCK_N: int, BLOCK_K: int,
          num_warps: int = 4, num_stages: int = 2, options: Options = None) -> KernelConfig:
     """A matrix-vector tile: BLOCK_N outputs a program, K in steps of BLOCK_K."""
