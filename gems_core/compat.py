@@ -146,8 +146,8 @@ def use_interpreter() -> None:
 
 
 def _interpreter_scalar_index() -> None:
-    """Two conversions of scalar arguments in Triton's interpreter before 3.9, brought to
-    3.9's, so that the CPU backend's kernels run on those releases too (triton >= 3.6):
+    """Scalars in Triton's interpreter before 3.9, brought to 3.9's handling, so that the CPU
+    backend's kernels run on those releases too (triton >= 3.6):
 
     - a scalar used as an index (a ``range`` bound: ``range(0, n, BLOCK)``) became a Python
       int by ``int()`` of its one-element 1-d array, which NumPy 2.4 refuses ("only
@@ -156,6 +156,8 @@ def _interpreter_scalar_index() -> None:
     - a Python bool argument became an int32 array typed int1, which the interpreter's own
       check refuses: every call with a bool scalar (``mask | False``, ``where(c, x, True)``)
       failed. Bools get a bool array.
+    - its builder had no bf16 constant (``tl.full`` of a number in bf16:
+      ``where(c, bf16_tensor, 3)``). It gets 3.9's.
 
     Harmless where the interpreter does so already."""
     import numpy as np
@@ -181,6 +183,18 @@ def _interpreter_scalar_index() -> None:
 
         implicit_cvt._gems_fixed = True  # type: ignore[attr-defined]
         interpreter._implicit_cvt = implicit_cvt
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    if builder is not None and not hasattr(builder, "get_bf16") and hasattr(builder, "create_fp_trunc"):
+        import triton.language as tl
+
+        def get_bf16(self: Any, value: float) -> Any:
+            """A bf16 constant (``tl.full`` of a number in bf16), stored as the interpreter
+            stores bf16: the fp32 value's upper half (sign and -0.0 kept), rounded to even."""
+            bits = int(np.array([value], dtype=np.float32).view(np.uint32)[0])
+            rounded = 0x7FC0 if value != value else (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+            return interpreter.TensorHandle(np.array([rounded], dtype=np.uint16), tl.bfloat16)
+
+        builder.get_bf16 = get_bf16
 
 
 def is_interpreted(kernel: Any) -> bool:

@@ -1,7 +1,8 @@
 """Triton's interpreter before 3.9 converts a scalar argument used as an index (a runtime loop
 bound) with ``int()`` of a one-element 1-d array, which NumPy 2.4 refuses, and a Python bool
-argument to an int32 array its own check refuses; gems_core.compat wraps both conversions so
-that the CPU backend's kernels run on those Triton releases too (triton >= 3.6 is allowed).
+argument to an int32 array its own check refuses, and has no bf16 constants; gems_core.compat
+brings these to 3.9's handling so that the CPU backend's kernels run on those Triton releases
+too (triton >= 3.6 is allowed).
 The older behaviour is put back in a subprocess, and a reduction (whose kernel loops to a
 runtime bound) and ops with bool scalars must still run and match ATen."""
 
@@ -42,6 +43,8 @@ def cvt_before_3_9(arg):  # Triton 3.6-3.8: a bool became an int32 array typed i
 
 interpreter._patch_lang_tensor = before_3_9
 interpreter._implicit_cvt = cvt_before_3_9
+if hasattr(interpreter.InterpreterBuilder, "get_bf16"):
+    del interpreter.InterpreterBuilder.get_bf16  # Triton 3.6-3.8: no bf16 constants
 import gems_core
 
 x = torch.randn(10, 300, generator=torch.Generator().manual_seed(0))
@@ -50,8 +53,10 @@ with gems_core.use_gems():
     got = x.sum(1)
     either = mask | False
     picked = torch.where(mask, mask, True)
+    halves = torch.where(mask, x[0].bfloat16(), 3)
 torch.testing.assert_close(got.double(), x.double().sum(1), rtol=1e-5, atol=1e-4)
 assert torch.equal(either, mask) and torch.equal(picked, torch.ones_like(mask))
+assert torch.equal(halves, torch.where(mask, x[0].bfloat16(), 3))
 # (Triton 3.9 passes these bools as constants; where it does not, the conversion serves them)
 converted = interpreter._implicit_cvt(True)
 assert converted.handle.data.dtype == bool and bool(converted.handle.data[0])
