@@ -133,7 +133,7 @@ def use_interpreter() -> None:
 
     os.environ["TRITON_INTERPRET"] = "1"
     triton.knobs.runtime.interpret = True
-    _interpreter_scalar_index()
+    _interpreter_fixes()
     rewrapped: dict[int, Any] = {}
     for name, module in list(sys.modules.items()):
         if module is None or not (name == "triton.language" or name.startswith("triton.language.")):
@@ -145,7 +145,7 @@ def use_interpreter() -> None:
                 setattr(module, attr, rewrapped[id(value)])
 
 
-def _interpreter_scalar_index() -> None:
+def _interpreter_fixes() -> None:
     """Scalars in Triton's interpreter before 3.9, brought to 3.9's handling, so that the CPU
     backend's kernels run on those releases too (triton >= 3.6):
 

@@ -16,13 +16,13 @@ import torch
 import triton
 import triton.language as tl
 
-from ..host_math import cdiv, next_power_of_2
+from ..host_math import next_power_of_2
 from ..launch_cache import LaunchCache
+from ..ops.norm import weight_and_bias_grad
 from . import _device
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _BLOCK_N = 1024
-_ROWS_PER_STEP = 16
 
 
 @triton.jit
@@ -128,43 +128,8 @@ def _skip_norm_backward_kernel(
         tl.store(dh_ptr + row * N + start + cols, dh.to(dh_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit
-def _skip_norm_param_grad_kernel(
-    dy_ptr,  # (M, N) contiguous
-    h_ptr,  # (M, N) contiguous
-    mean_ptr,  # (M,) in COMPUTE
-    rstd_ptr,  # (M,) in COMPUTE
-    dw_ptr,  # (N,)
-    db_ptr,  # (N,)
-    M,
-    N,
-    COMPUTE: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-):
-    # dw = sum over rows of dy (h - mean) rstd,  db = sum over rows of dy
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_mask = cols < N
-    acc_w = tl.full((BLOCK_M, BLOCK_N), 0.0, COMPUTE)
-    acc_b = tl.full((BLOCK_M, BLOCK_N), 0.0, COMPUTE)
-    for start in range(0, M, BLOCK_M):
-        rows = (start + tl.arange(0, BLOCK_M)).to(tl.int64)
-        row_mask = rows < M
-        mask = row_mask[:, None] & col_mask[None, :]
-        offsets = rows[:, None] * N + cols[None, :]
-        dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0).to(COMPUTE)
-        h = tl.load(h_ptr + offsets, mask=mask, other=0.0).to(COMPUTE)
-        mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
-        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
-        acc_w += dy * (h - mean[:, None]) * rstd[:, None]
-        acc_b += dy
-    tl.store(dw_ptr + cols, tl.sum(acc_w, 0).to(dw_ptr.dtype.element_ty), mask=col_mask)
-    tl.store(db_ptr + cols, tl.sum(acc_b, 0).to(db_ptr.dtype.element_ty), mask=col_mask)
-
-
 _forward = LaunchCache(_skip_norm_forward_kernel, name="skip_norm")
 _backward = LaunchCache(_skip_norm_backward_kernel, name="skip_norm_backward")
-_param_grad = LaunchCache(_skip_norm_param_grad_kernel, name="skip_norm_param_grad")
 
 
 def _check(name: str, x: torch.Tensor, residual: torch.Tensor, *params: torch.Tensor | None) -> None:
@@ -220,9 +185,8 @@ def _skip_norm_backward_op(grad_y: torch.Tensor, grad_h: torch.Tensor | None, h:
         _backward((m,), grad_y, grad_h, h, h if weight is None else weight.contiguous(), dh, mean, rstd,
                   n, float(eps), RMS=rms, HAS_W=weight is not None, COMPUTE=_compute(h),
                   BLOCK_N=_block(n))
-        block_n = min(64, _block(n))
-        _param_grad((cdiv(n, block_n),), grad_y, h, mean, rstd, dw, db, m, n,
-                    COMPUTE=_compute(h), BLOCK_M=_ROWS_PER_STEP, BLOCK_N=block_n)
+        # sums over the rows, split over the chip: layer_norm's and rms_norm's own
+        weight_and_bias_grad(grad_y, h, mean, rstd, dw, db, m, n, rms)
     return dh, dw, db
 
 

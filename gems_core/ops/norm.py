@@ -402,7 +402,7 @@ def _norm_backward(
         db = torch.empty((n,), dtype=bias_dtype, device=x.device)
     if want_dw or want_db:
         if m:
-            _weight_and_bias_grad(grad, x, mean, rstd, dw, db, m, n, rms)
+            weight_and_bias_grad(grad, x, mean, rstd, dw, db, m, n, rms)
         else:
             for t in (dw, db):
                 if t is not None:
@@ -410,7 +410,7 @@ def _norm_backward(
     return dx, dw, db
 
 
-def _weight_and_bias_grad(grad: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
+def weight_and_bias_grad(grad: torch.Tensor, x: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
                           dw: torch.Tensor | None, db: torch.Tensor | None, m: int, n: int, rms: bool) -> None:
     """dw and db (where not None): sums over the m rows, split into slices of rows so that
     the programs fill the chip (one program per column block would sum thousands of rows
