@@ -459,11 +459,15 @@ def _planned(key: Any, out: torch.Tensor, slots: tuple[torch.Tensor, ...], launc
         _plans.store(key, (replay, tuple(out.shape), out.dtype, out.device))
 
 
-def _offer_served(a: torch.Tensor, b: torch.Tensor, alpha: Any, beta: Any) -> torch.Tensor | None:
-    """alpha * (a @ b) by the backend's variant, for a signature it served before; None when
-    it declines this call (its operands' alignment), which then takes the full path."""
-    out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
-    return out if variants.offer("mm", a, b, out, None, alpha, beta) else None
+def _offer_served(a: torch.Tensor, b: torch.Tensor, alpha: Any, beta: Any,
+                  input: torch.Tensor | None = None) -> torch.Tensor | None:
+    """alpha * (a @ b) (+ beta * input, addmm's, broadcast) by the backend's variant, for a
+    signature it served before; None when it declines this call (its operands' alignment),
+    which then takes the full path."""
+    shape = (a.shape[0], b.shape[1])
+    out = torch.empty(shape, dtype=a.dtype, device=a.device)
+    bias = None if input is None or beta == 0 else input.expand(shape)
+    return out if variants.offer("mm", a, b, out, bias, alpha, beta) else None
 
 
 @aten_op("mm")
@@ -565,8 +569,8 @@ def addmm(
            mat1.device, mat2.dtype, mat2.shape, mat2.stride(), mat2.device,
            type(beta), beta, type(alpha), alpha, _input_precision(mat1.dtype))
     plan = _plans.get(key)
-    if plan is _SERVED:  # (beta == 0: the variant takes no bias)
-        out = _offer_served(mat1, mat2, alpha, beta)
+    if plan is _SERVED:
+        out = _offer_served(mat1, mat2, alpha, beta, self)
         if out is not None:
             return out
     elif plan is not None and plan is not _FIRST:

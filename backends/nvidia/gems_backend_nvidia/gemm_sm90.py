@@ -24,7 +24,9 @@ together share operand blocks in L2). Registers are rebalanced between the roles
 Served: 16-bit A (M, K) row-major and B (K, N) row- or column-major (a linear layer's weight
 ``W.t()`` is column-major: it is read as W's rows, and the wgmma takes the block
 transposed), out (M, N) row-major, all 16-byte aligned with strides in 16-byte multiples;
-no bias (addmm with ``beta != 0`` runs on the core's kernels); products of at least
+addmm's input where it is a row or a column broadcast over the result (a linear layer's
+bias), added in fp32 before the one rounding as cuBLAS's bias epilogue does (a full (M, N)
+input runs on the core's kernels); products of at least
 ``MIN_WORK`` multiply-adds (smaller ones are host-bound, where the core's replayed launches
 cost less). Edges need no masks: copies past M, N or K read zeros and the bulk store clips.
 Everything else is declined and runs on the core's kernels.
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,8 +117,8 @@ if gluon is not None:
         return off_m, off_n
 
     @gluon.jit
-    def _consume(group: gl.constexpr, descs, bars, bufs, M, N, K, alpha, B_T: gl.constexpr,
-                 GROUP: gl.constexpr):
+    def _consume(group: gl.constexpr, descs, bars, bufs, M, N, K, alpha, bias, bias_stride, beta,
+                 B_T: gl.constexpr, GROUP: gl.constexpr, BIAS: gl.constexpr):
         a_desc, b_desc, c_desc = descs
         ready, empty = bars
         a_smem, b_smem, c_smem = bufs
@@ -151,7 +154,16 @@ if gluon is not None:
                 step += 1
             acc = warpgroup_mma_wait(0, deps=(acc, ))
             mbarrier.arrive(empty.index(prev), count=1)
-            result = (acc * alpha).to(dtype)
+            result = acc * alpha
+            if BIAS == 1:  # addmm's input, a row broadcast over the rows (a linear layer's bias)
+                cols = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
+                row = gl.load(bias + cols * bias_stride, mask=cols < N, other=0.0)
+                result = result + beta * gl.expand_dims(row.to(gl.float32), 0)
+            elif BIAS == 2:  # a column broadcast over the columns
+                rows = off_m + group * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, acc_layout))
+                col = gl.load(bias + rows * bias_stride, mask=rows < M, other=0.0)
+                result = result + beta * gl.expand_dims(col.to(gl.float32), 1)
+            result = result.to(dtype)
             tma.store_wait(pendings=0)  # the previous tile's copy out has read the staging tile
             out_smem.store(result)
             fence_async_shared()
@@ -159,12 +171,14 @@ if gluon is not None:
         tma.store_wait(pendings=0)
 
     @gluon.jit
-    def _first_group(descs, bars, bufs, M, N, K, alpha, B_T: gl.constexpr, GROUP: gl.constexpr):
-        _consume(0, descs, bars, bufs, M, N, K, alpha, B_T, GROUP)
+    def _first_group(descs, bars, bufs, M, N, K, alpha, bias, bias_stride, beta, B_T: gl.constexpr,
+                    GROUP: gl.constexpr, BIAS: gl.constexpr):
+        _consume(0, descs, bars, bufs, M, N, K, alpha, bias, bias_stride, beta, B_T, GROUP, BIAS)
 
     @gluon.jit
-    def _second_group(descs, bars, bufs, M, N, K, alpha, B_T: gl.constexpr, GROUP: gl.constexpr):
-        _consume(1, descs, bars, bufs, M, N, K, alpha, B_T, GROUP)
+    def _second_group(descs, bars, bufs, M, N, K, alpha, bias, bias_stride, beta, B_T: gl.constexpr,
+                    GROUP: gl.constexpr, BIAS: gl.constexpr):
+        _consume(1, descs, bars, bufs, M, N, K, alpha, bias, bias_stride, beta, B_T, GROUP, BIAS)
 
     @gluon.jit
     def _load(descs, bars, bufs, M, N, K, alpha, B_T: gl.constexpr, GROUP: gl.constexpr):
@@ -199,12 +213,16 @@ if gluon is not None:
                 step += 1
 
     # integer arguments are never specialized (a kernel per signature: see launcher.py)
-    @gluon.jit(do_not_specialize=["M", "N", "K"])
-    def gemm_kernel(a_desc, b_desc, c_desc, M, N, K, alpha, STAGES: gl.constexpr, B_T: gl.constexpr,
-                    GROUP: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr):
+    @gluon.jit(do_not_specialize=["M", "N", "K", "bias_stride"], do_not_specialize_on_alignment=["bias"])
+    def gemm_kernel(a_desc, b_desc, c_desc, M, N, K, alpha, bias, bias_stride, beta, STAGES: gl.constexpr,
+                    B_T: gl.constexpr, GROUP: gl.constexpr, BIAS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                    LOADER_REGS: gl.constexpr):
         """Grid (programs,); 4 warps here (the first consumer group), 5 more in the
         partitions. A's descriptor has (ROWS, BK) blocks (a consumer group's rows), B's
-        (BK, BN), or (BN, BK) over B^T when B_T, C's (ROWS, BN); a tile is 2 * ROWS x BN."""
+        (BK, BN), or (BN, BK) over B^T when B_T, C's (ROWS, BN); a tile is 2 * ROWS x BN.
+        C = alpha * (A @ B), plus beta * bias where BIAS is 1 (bias[n * bias_stride] added
+        to column n) or 2 (bias[m * bias_stride] added to row m); ``bias`` is unread when
+        BIAS is 0."""
         dtype: gl.constexpr = a_desc.dtype
         a_smem = gl.allocate_shared_memory(dtype, [2 * STAGES] + a_desc.block_type.shape, a_desc.layout)
         b_smem = gl.allocate_shared_memory(dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
@@ -218,8 +236,8 @@ if gluon is not None:
         bars = (ready, empty)
         bufs = (a_smem, b_smem, c_smem)
         gl.warp_specialize([
-            (_first_group, (descs, bars, bufs, M, N, K, alpha, B_T, GROUP)),
-            (_second_group, (descs, bars, bufs, M, N, K, alpha, B_T, GROUP)),
+            (_first_group, (descs, bars, bufs, M, N, K, alpha, bias, bias_stride, beta, B_T, GROUP, BIAS)),
+            (_second_group, (descs, bars, bufs, M, N, K, alpha, bias, bias_stride, beta, B_T, GROUP, BIAS)),
             (_load, (descs, bars, bufs, M, N, K, alpha, B_T, GROUP)),
         ], [4, 1], [CONSUMER_REGS, LOADER_REGS])
 
@@ -250,8 +268,8 @@ def compiles(target: Any) -> list[VariantCompile]:
     from triton.experimental.gluon._runtime import GluonASTSource
 
     found = []
-    for config in CONFIGS:
-        for b_t in (True, False):
+    for config, b_t, bias in itertools.product(CONFIGS, (True, False), (0, 1, 2)):
+        if bias == 0 or config == CONFIGS[0]:  # (the epilogue's loads: one config tells)
             a_block, b_block, c_block = _blocks(config, b_t)
 
             def desc(block: tuple[int, int]) -> str:
@@ -259,15 +277,16 @@ def compiles(target: Any) -> list[VariantCompile]:
 
             signature = {
                 "a_desc": desc(a_block), "b_desc": desc(b_block), "c_desc": desc(c_block),
-                "M": "i32", "N": "i32", "K": "i32", "alpha": "fp32",
-                "STAGES": "constexpr", "B_T": "constexpr", "GROUP": "constexpr", "CONSUMER_REGS": "constexpr",
-                "LOADER_REGS": "constexpr",
+                "M": "i32", "N": "i32", "K": "i32", "alpha": "fp32", "bias": "*bf16", "bias_stride": "i32",
+                "beta": "fp32", "STAGES": "constexpr", "B_T": "constexpr", "GROUP": "constexpr", "BIAS": "constexpr",
+                "CONSUMER_REGS": "constexpr", "LOADER_REGS": "constexpr",
             }
             names = list(signature)
-            values = {"STAGES": config.stages, "B_T": b_t, "GROUP": config.group_m, "CONSUMER_REGS": CONSUMER_REGISTERS,
-                      "LOADER_REGS": LOADER_REGISTERS}
+            values = {"STAGES": config.stages, "B_T": b_t, "GROUP": config.group_m, "BIAS": bias,
+                      "CONSUMER_REGS": CONSUMER_REGISTERS, "LOADER_REGS": LOADER_REGISTERS}
             source = GluonASTSource(gemm_kernel, signature, {(names.index(k),): v for k, v in values.items()})
             name = f"{config.describe()}, B {'column' if b_t else 'row'}-major"
+            name += ("", ", row bias", ", column bias")[bias]
             found.append(VariantCompile(name, source, {"num_warps": 4, "maxnreg": MAX_REGISTERS}))
     return found
 
@@ -307,19 +326,38 @@ class _Plan:
     blocks: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
     layouts: tuple[Any, Any, Any]
     grid: tuple[int]
+    #: the kernel's BIAS and bias_stride
+    bias: tuple[int, int]
     #: what the compile depends on (the kept launch's signature)
     key: tuple[Any, ...]
 
 
+def _bias_mode(bias: torch.Tensor | None) -> tuple[int, int] | None:
+    """(BIAS, bias_stride) of the kernel for addmm's input expanded to the result's (M, N),
+    or None for an input the epilogue does not read (a full matrix)."""
+    if bias is None:
+        return 0, 0
+    (M, N), (stride_m, stride_n) = bias.shape, bias.stride()
+    if stride_m == 0 and (N - 1) * stride_n < 2**31:
+        return 1, stride_n
+    if stride_n == 0 and (M - 1) * stride_m < 2**31:
+        return 2, stride_m
+    return None
+
+
 def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: Config | None = None,
-          b_t: bool | None = None) -> _Plan | None:
+          b_t: bool | None = None, bias: torch.Tensor | None = None) -> _Plan | None:
     """The launch of an (M, K) @ (K, N) product of this signature (shapes, strides, dtype,
-    device), or None when the kernel does not serve it."""
+    device; ``bias``: addmm's input expanded to (M, N)), or None when the kernel does not
+    serve it."""
     if gluon is None or not a.is_cuda or a.dtype not in DTYPES:
         return None
     (M, K), N = a.shape, b.shape[1]
     if K == 0 or M * N * K < MIN_WORK or max(M, N, K) >= 2**31 or not (_rows(a) and _rows(out)):
         return None  # (the kernel's sizes and tile coordinates are 32-bit)
+    mode = _bias_mode(bias)
+    if mode is None or (bias is not None and (bias.dtype != a.dtype or bias.device != a.device)):
+        return None
     if b_t is None:
         if _rows(b):
             b_t = False
@@ -335,7 +373,7 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: Config | 
     blocks = _blocks(config, b_t)
     tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
     return _Plan(config, b_t, index, blocks, tuple(_layout(a.dtype, *block) for block in blocks),
-                 (min(tiles, units),), (a.dtype, config, b_t))
+                 (min(tiles, units),), mode, (a.dtype, config, b_t, mode[0]))
 
 
 #: call signature -> its plan, or None for a signature the kernel does not serve
@@ -346,18 +384,20 @@ _PLANS_KEPT = 4096
 
 def mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, bias: torch.Tensor | None, alpha: Any,
        beta: Any) -> bool:
-    """The ``mm`` variant point (``gems_core.variants.POINTS``)."""
-    if bias is not None or isinstance(alpha, (torch.Tensor, complex)):
+    """The ``mm`` variant point (``gems_core.variants.POINTS``): out = alpha * (a @ b) +
+    beta * bias (``bias``: None, or addmm's input expanded to out's shape)."""
+    if isinstance(alpha, (torch.Tensor, complex)) or isinstance(beta, (torch.Tensor, complex)):
         return False
-    key = (a.shape, a.stride(), b.shape, b.stride(), out.stride(), a.dtype, a.device)
+    key = (a.shape, a.stride(), b.shape, b.stride(), out.stride(), a.dtype, a.device,
+           None if bias is None else (bias.stride(), bias.dtype, bias.device))
     plan = _plans.get(key, _plans)
     if plan is _plans:  # a new signature
         if len(_plans) >= _PLANS_KEPT:
             _plans.clear()
-        plan = _plans[key] = _plan(a, b, out)
+        plan = _plans[key] = _plan(a, b, out, bias=bias)
     if plan is None or a.data_ptr() % 16 or b.data_ptr() % 16 or out.data_ptr() % 16:
         return False
-    _run(plan, a, b, out, alpha)
+    _run(plan, a, b, out, alpha, bias, beta)
     return True
 
 
@@ -366,13 +406,14 @@ mm.reports_launches = True  # type: ignore[attr-defined]
 
 
 def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, alpha: Any, config: Config, b_t: bool,
-           index: int) -> None:
-    """out = alpha * (a @ b) on ``config``, for operands :func:`mm` accepts (``b_t``: b is
-    column-major) on CUDA device ``index`` (for benchmarks and tests: :func:`mm` chooses)."""
-    plan = _plan(a, b, out, config, b_t)
+           index: int, bias: torch.Tensor | None = None, beta: Any = 1) -> None:
+    """out = alpha * (a @ b) (+ beta * bias) on ``config``, for operands :func:`mm` accepts
+    (``b_t``: b is column-major) on CUDA device ``index`` (for benchmarks and tests:
+    :func:`mm` chooses)."""
+    plan = _plan(a, b, out, config, b_t, bias)
     if plan is None or plan.index != index:
         raise ValueError(f"the Hopper GEMM does not serve this product on device {index}")
-    _run(plan, a, b, out, alpha)
+    _run(plan, a, b, out, alpha, bias, beta)
 
 
 def _descriptor_maker() -> Any:
@@ -404,7 +445,8 @@ def _descriptor_maker() -> Any:
 _descriptor = _descriptor_maker()
 
 
-def _run(plan: _Plan, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, alpha: Any) -> None:
+def _run(plan: _Plan, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, alpha: Any,
+         bias: torch.Tensor | None = None, beta: Any = 0) -> None:
     (M, K), N = a.shape, b.shape[1]
     a_block, b_block, c_block = plan.blocks
     a_layout, b_layout, c_layout = plan.layouts
@@ -414,6 +456,8 @@ def _run(plan: _Plan, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, alpha
         _descriptor(a, [M, K], [a.stride(0), 1], list(a_block), a_layout),
         _descriptor(operand, list(operand.shape), [operand.stride(0), 1], list(b_block), b_layout),
         _descriptor(out, [M, N], [out.stride(0), 1], list(c_block), c_layout),
-        M, N, K, float(alpha), config.stages, plan.b_t, config.group_m, CONSUMER_REGISTERS, LOADER_REGISTERS,
+        M, N, K, float(alpha),
+        out if bias is None else bias, plan.bias[1], 0.0 if bias is None else float(beta),  # out: unread
+        config.stages, plan.b_t, config.group_m, plan.bias[0], CONSUMER_REGISTERS, LOADER_REGISTERS,
     )
     _launcher(plan.grid, args, plan.key, plan.index)

@@ -32,10 +32,15 @@ def compiled() -> dict[str, Any]:
     return compile_records("gems_backend_nvidia.gemm_sm90", "mm", "mm", first)
 
 
+@pytest.mark.parametrize("bias", ["", ", row bias", ", column bias"], ids=["no bias", "row bias", "column bias"])
 @pytest.mark.parametrize("b_t", [True, False], ids=["B column-major", "B row-major"])
 @pytest.mark.parametrize("config", gemm_sm90.CONFIGS, ids=lambda c: c.describe())
-def test_compiles_for_sm90_within_the_chip(compiled: dict[str, Any], config: Any, b_t: bool) -> None:
-    record = compiled[f"{config.describe()}, B {'column' if b_t else 'row'}-major"]
+def test_compiles_for_sm90_within_the_chip(compiled: dict[str, Any], config: Any, b_t: bool, bias: str) -> None:
+    name = f"{config.describe()}, B {'column' if b_t else 'row'}-major{bias}"
+    if bias and config != gemm_sm90.CONFIGS[0]:
+        assert name not in compiled  # the epilogue's loads compile for the first config only
+        return
+    record = compiled[name]
     assert record["status"] == "ok", record["message"]
     assert record["shared"] <= SM90_SHARED_MEMORY
     assert record["shared"] >= config.shared_memory()  # the ring and the staged result tile
@@ -71,7 +76,7 @@ def test_launches_are_described_for_the_native_layer(compiled: dict[str, Any]) -
                              src=SimpleNamespace(fn=SimpleNamespace(arg_names=names), signature=signature))
     how = reported(kernel)
     assert how is not None
-    assert how.kernel == LaunchedKernel(1234, 128, 200_000, "TiillTiillTiilliiif" + "O" * len(scratch))
+    assert how.kernel == LaunchedKernel(1234, 128, 200_000, "TiillTiillTiilliiifOif" + "O" * len(scratch))
     config = gemm_sm90.CONFIGS[0]  # the compile of "compiled"'s PTX: B column-major
     m, k, n = 1000, 520, 1496
     a = torch.empty(m, k, dtype=torch.bfloat16)
@@ -81,9 +86,9 @@ def test_launches_are_described_for_the_native_layer(compiled: dict[str, Any]) -
     args = (gemm_sm90._descriptor(a, [m, k], [k, 1], list(a_block), layout(torch.bfloat16, *a_block)),
             gemm_sm90._descriptor(w, [n, k], [k, 1], list(b_block), layout(torch.bfloat16, *b_block)),
             gemm_sm90._descriptor(out, [m, n], [n, 1], list(c_block), layout(torch.bfloat16, *c_block)),
-            m, n, k, 0.5, config.stages, True, config.group_m, 232, 40)
+            m, n, k, 0.5, out, 0, 0.0, config.stages, True, config.group_m, 0, 232, 40)
     params = how.parameters(args)
-    assert len(params) == 19
+    assert len(params) == 22
     bf16 = 9  # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
     operands = ((0, a, m, k, a_block), (5, w, n, k, b_block), (10, out, m, n, c_block))
     for (at, t, rows, cols, block), meta in zip(operands, launch["tensordesc_meta"]):
@@ -96,7 +101,7 @@ def test_launches_are_described_for_the_native_layer(compiled: dict[str, Any]) -
         assert block[1] % tensor_map.box[0] == 0 and block[0] % tensor_map.box[1] == 0
         assert tensor_map.swizzle == 3  # 128-byte swizzle: rows of 64 bf16
         assert params[at + 1:at + 5] == (rows, cols, cols, 1)
-    assert params[15:] == (m, n, k, 0.5)
+    assert params[15:] == (m, n, k, 0.5, out.data_ptr(), 0, 0.0)  # the bias slot: unread without one
 
 
 def test_every_config_fits_the_chip() -> None:
@@ -276,13 +281,13 @@ def test_products_it_leaves_to_the_core(monkeypatch: pytest.MonkeyPatch) -> None
     padded.copy_(a)
     shifted = torch.empty(256 * 128 + 1, dtype=torch.bfloat16, device="cuda")[1:].view(256, 128)
     shifted.copy_(a)
-    bias = torch.randn(256, dtype=torch.bfloat16, device="cuda")
+    bias = torch.randn(256, 256, dtype=torch.bfloat16, device="cuda")
     ref = a.double() @ b.double()
     with gems_core.use_gems():
         results = [
             torch.mm(shifted, b),  # A's base not 16-byte aligned
             torch.mm(a.t().contiguous().t(), b),  # A column-major
-            torch.addmm(bias, a, b),  # a bias to add
+            torch.addmm(bias, a, b),  # a full (M, N) input to add
             torch.mm(a[:64], b),  # decode rows
         ]
         served = torch.mm(padded, b)  # rows of 272 bytes, a 16-byte multiple: served
@@ -294,13 +299,44 @@ def test_products_it_leaves_to_the_core(monkeypatch: pytest.MonkeyPatch) -> None
         _check(mine, aten, exact, 128)
 
 
+@on_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_bias_rows_and_columns_are_added_in_the_epilogue(dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    """addmm's input broadcast as a row (a linear layer's bias; also a strided one) or a
+    column, with beta and alpha, through gems' addmm, linear and addmm(out=): each served
+    by one launch, against float64 ATen."""
+    spy = _spy(monkeypatch)
+    m, k, n = 1000, 520, 1496  # edges in every dim
+    a, w = _operands(m, k, n, dtype, True, seed=3)
+    g = torch.Generator().manual_seed(4)
+    row = torch.randn(n, generator=g).to("cuda", dtype)
+    strided = torch.randn(n, 3, generator=g).to("cuda", dtype)[:, 1]  # stride 3
+    column = torch.randn(m, 1, generator=g).to("cuda", dtype)
+    x3 = a.view(8, 125, k)
+    ref = a.double() @ w.double()
+    with gems_core.use_gems():
+        results = [
+            (torch.addmm(row, a, w), row, 1, 1),
+            (torch.addmm(strided, a, w, beta=0.5, alpha=2), strided, 0.5, 2),
+            (torch.addmm(column, a, w, beta=-1.5), column, -1.5, 1),
+            (F.linear(x3, w.t(), row).reshape(m, n), row, 1, 1),
+        ]
+        out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+        torch.addmm(row, a, w, out=out)
+        results.append((out, row, 1, 1))
+    assert len(spy.grids) == len(results)
+    for mine, bias, beta, alpha in results:
+        low = torch.addmm(bias, a, w, beta=beta, alpha=alpha)  # ATen's, outside gems
+        _check(mine, low, beta * bias.double() + alpha * ref, k)
+
+
 def test_declines_unserved_inputs_on_the_chip_too() -> None:
     """Inputs it declines before it looks at the device."""
     a = torch.randn(256, 128, dtype=torch.float32)
     assert _declines(a, a.t(), torch.empty(256, 256))  # fp32
     h = a.to(torch.bfloat16)
     out = torch.empty(256, 256, dtype=torch.bfloat16)
-    assert _declines(h, h.t(), out, bias=torch.empty(256, 256, dtype=torch.bfloat16))  # a bias
+    assert _declines(h, h.t(), out, bias=torch.empty(256, 256, dtype=torch.bfloat16))  # a full (M, N) input
     assert _declines(h, h.t(), out, alpha=torch.tensor(2.0))  # a tensor alpha
     assert _declines(h[:, :0], h.t()[:0], out)  # K == 0
 
