@@ -149,11 +149,17 @@ class KernelConfig:
 class OpGate:
     """Leave ``op`` to ATen: every call when ``dtypes`` is empty, else only calls where a
     tensor argument (``out=`` included) has one of these dtypes or one is asked for with
-    ``dtype=`` (torch dtype names, e.g. "float64")."""
+    ``dtype=`` (torch dtype names, e.g. "float64").
+
+    ``keep`` names forms of the op's calls that gems keeps serving under a whole-op gate:
+    forms its implementation defines (``gems_core.registry.forms(op)`` lists them;
+    convolution's ``"matmul"``: a convolution that is one matrix product, 1x1 or over
+    non-overlapping patches). Every other call goes to ATen."""
 
     op: str
     dtypes: tuple[str, ...] = ()
     reason: str = ""
+    keep: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

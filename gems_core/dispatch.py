@@ -199,6 +199,11 @@ def _make_kernel(
     gate = rt.policy.gate_for(impl.name)
     gated = frozenset(_torch_dtype(d) for d in gate) if gate else frozenset()
     always_aten = gate is not None and not gate
+    # a whole-op gate that keeps some forms of the op's calls on gems: the rest go to ATen
+    forms = _kept_forms(impl, rt.policy) if always_aten else ()
+    if forms:  # (the dtypes the chip lacks stay gated)
+        gated = frozenset(_torch_dtype(d) for d in rt.policy.unsupported_dtypes)
+        always_aten = False
     interpreter = rt.interpreter
     name = impl.name
     failed = rt.runtime_fallbacks
@@ -211,6 +216,8 @@ def _make_kernel(
             return aten("it failed to compile before", keyset, *args, **kwargs)
         if gated and not gated.isdisjoint(_tensor_dtypes((*args, *kwargs.values()))):
             return aten("the backend leaves this dtype to ATen", keyset, *args, **kwargs)
+        if forms and not any(test(*args, **kwargs) for test in forms):
+            return aten("the backend leaves this op to ATen but for the forms it keeps", keyset, *args, **kwargs)
         try:
             result = fn(*args, **kwargs)
         except KernelCompileError as exc:
@@ -243,7 +250,7 @@ def _make_kernel(
     # keyset object per call: ATen's kernel gets its own key when gems hands a call over.
     own_key = torch._C.DispatchKeySet(torch._C.DispatchKey.__members__[dispatch_key])
 
-    if interpreter or gated:
+    if interpreter or gated or forms:
 
         def checked_kernel(*args: Any, **kwargs: Any) -> Any:
             return kernel(own_key, *args, **kwargs)
@@ -273,6 +280,13 @@ def _make_kernel(
     return backend_kernel
 
 
+def _kept_forms(impl: OpImpl, policy: Any) -> tuple[Callable[..., bool], ...]:
+    """The predicates of the forms of ``impl``'s calls its backend keeps on gems under a
+    whole-op gate (``OpGate.keep``)."""
+    kept = policy.keeps_for(impl.name)
+    return tuple(test for form, test in impl.forms if form in kept)
+
+
 def _register(ops: frozenset[str]) -> _State:
     rt = runtime.current()
     execution = rt.selection.execution
@@ -287,9 +301,9 @@ def _register(ops: frozenset[str]) -> _State:
             warnings.filterwarnings("ignore", message="Warning only once for all operators")
             for name in sorted(ops):
                 gate = rt.policy.gate_for(name)
-                if gate is not None and not gate:
-                    continue  # the backend leaves the whole op to ATen: do not touch it
                 impl = impls[name]
+                if gate is not None and not gate and not _kept_forms(impl, rt.policy):
+                    continue  # the backend leaves the whole op to ATen: do not touch it
                 kernel = _make_kernel(impl, rt, key, False)
                 fronted = registration is not None and impl.native and getattr(kernel, "native_ready", False)
                 if impl.autograd:

@@ -56,6 +56,8 @@ class Policy:
     #: ATen name (overload or packet) -> gated dtype names; empty set = the whole op
     gates: Mapping[str, frozenset[str]] = field(default_factory=dict)
     gate_reasons: Mapping[str, str] = field(default_factory=dict)
+    #: ATen name (overload or packet) gated whole -> forms of its calls kept on gems
+    gate_keeps: Mapping[str, frozenset[str]] = field(default_factory=dict)
     #: dtypes the chip lacks: gated for every op
     unsupported_dtypes: frozenset[str] = frozenset()
     #: per tunable kernel ("*" for all): options the running Triton accepts
@@ -81,6 +83,13 @@ class Policy:
         if whole:
             return ALL_DTYPES
         return frozenset(dtypes) if dtypes else None
+
+    def keeps_for(self, overload: str) -> frozenset[str]:
+        """Forms of ``overload``'s calls that gems keeps serving under its whole-op gate."""
+        found: frozenset[str] = frozenset()
+        for name in (overload, overload.split(".", 1)[0]):
+            found |= self.gate_keeps.get(name, frozenset())
+        return found
 
     def options_for(self, kernel: str) -> Mapping[str, Any]:
         merged = dict(self.compiler_options.get("*", {}))
@@ -191,10 +200,11 @@ def _as_gate(entry: object) -> OpGate | None:
     return None
 
 
-def _gates(backend: Any, problems: _Problems) -> tuple[dict[str, set[str]], dict[str, str]]:
+def _gates(backend: Any, problems: _Problems) -> tuple[dict[str, set[str]], dict[str, str], dict[str, set[str]]]:
     hook = "gems_unsupported_ops"
     gates: dict[str, set[str]] = {}
     reasons: dict[str, str] = {}
+    keeps: dict[str, set[str]] = {}
     for entry in problems.answer(hook, backend.call(hook), Iterable, "an iterable of op names or OpGates"):
         gate = _as_gate(entry)
         if gate is None:
@@ -205,14 +215,20 @@ def _gates(backend: Any, problems: _Problems) -> tuple[dict[str, set[str]], dict
                                         "not a tuple of names")
             continue
         bad = [p for p in [aten_problem(gate.op)] + [dtype_problem(d) for d in gate.dtypes] if p]
+        if not isinstance(gate.keep, tuple) or not all(isinstance(f, str) for f in gate.keep):
+            bad.append(f"keep of {gate.op!r} is {gate.keep!r}, not a tuple of form names")
+        elif gate.keep and gate.dtypes:
+            bad.append(f"keep of {gate.op!r} applies to a whole-op gate, not to one of dtypes")
         if bad:
             problems.add(hook, gate.op, "; ".join(bad))
             continue
+        if gate.keep:
+            keeps.setdefault(gate.op, set()).update(gate.keep)
         whole = not gate.dtypes or (gate.op in gates and not gates[gate.op])
         gates[gate.op] = set() if whole else gates.get(gate.op, set()) | set(gate.dtypes)
         if gate.reason:
             reasons[gate.op] = gate.reason
-    return gates, reasons
+    return gates, reasons, keeps
 
 
 def _accepted_config(
@@ -318,11 +334,12 @@ def build_policy(selection: Selection) -> Policy:
     accepted = accepted_options(selection.execution.triton_backend)
     dropped: list[str] = []
     configs = _configs(backend, arch, accepted, dropped, problems)
-    gates, reasons = _gates(backend, problems)
+    gates, reasons, keeps = _gates(backend, problems)
     return Policy(
         configs=configs,
         gates={op: frozenset(d) for op, d in gates.items()},
         gate_reasons=reasons,
+        gate_keeps={op: frozenset(forms) for op, forms in keeps.items()},
         unsupported_dtypes=selection.descriptor.dtypes.unsupported(),
         compiler_options=_compiler_options(backend, arch, accepted, dropped, problems),
         dropped_options=tuple(dropped),
@@ -334,11 +351,12 @@ def build_policy(selection: Selection) -> Policy:
 
 
 def check_tunables(policy: Policy, backend: str, limits: Limits, known: Mapping[str, Any],
-                   served: Iterable[str]) -> Policy:
+                   served: Iterable[str], forms: Mapping[str, Iterable[str]] | None = None) -> Policy:
     """``policy`` without the configs and compiler options that name no core tunable (in
     ``known``, by name: objects with ``params`` and ``optional``) or do not fit it or the
-    chip's ``limits``, nor overrides of overloads gems does not serve (not in ``served``);
-    each left out with a warning."""
+    chip's ``limits``, nor overrides of overloads gems does not serve (not in ``served``),
+    nor kept forms of gated ops that their implementations do not define (``forms``:
+    overload -> its form names); each left out with a warning."""
     problems = _Problems(backend)
     names = ", ".join(sorted(known))
     configs = {}
@@ -371,7 +389,17 @@ def check_tunables(policy: Policy, backend: str, limits: Limits, known: Mapping[
         else:
             problems.add("gems_kernel_overrides", op, f"gems serves no overload {op!r}: an override "
                          "replaces one overload gems serves (e.g. 'add.Tensor', not 'add')")
+    keeps = {}
+    for op, kept in policy.gate_keeps.items():
+        defined = set().union(*(set(f) for name, f in (forms or {}).items()
+                                if op in (name, name.split(".", 1)[0])))
+        unknown = sorted(kept - defined)
+        if unknown:
+            problems.add("gems_unsupported_ops", op, f"{op!r} defines no form {', '.join(map(repr, unknown))} "
+                         f"to keep (its forms: {', '.join(sorted(defined)) or 'none'})")
+        if kept & defined:
+            keeps[op] = frozenset(kept & defined)
     if not problems.found:
         return policy
     return dataclasses.replace(policy, configs=configs, compiler_options=options, overrides=overrides,
-                               problems=policy.problems + tuple(problems.found))
+                               gate_keeps=keeps, problems=policy.problems + tuple(problems.found))

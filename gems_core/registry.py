@@ -43,6 +43,9 @@ class OpImpl:
     #: for ops whose launches take values the call's arguments do not determine (random
     #: numbers: a fresh seed or offset per call)
     native: bool = True
+    #: named forms of its calls, each a predicate on the call's arguments (a backend's
+    #: :class:`~gems_core.contract.OpGate` may keep a form on gems while it gates the rest)
+    forms: tuple[tuple[str, Callable[..., bool]], ...] = ()
 
     @property
     def packet(self) -> str:
@@ -58,7 +61,7 @@ def _check_schema(name: str) -> None:
 
 
 def aten_op(
-    *names: str, autograd: bool = False, native: bool = True
+    *names: str, autograd: bool = False, native: bool = True, forms: dict[str, Callable[..., bool]] | None = None
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as gems' implementation of ATen overloads ``names``
     (written as ``"packet.overload"``; ``"relu"`` for the default overload). The function
@@ -70,14 +73,19 @@ def aten_op(
     backend key, and for ops that bring their own backward.
 
     ``native=False`` keeps every call on the Python path: for ops whose kernel arguments
-    are not determined by the call's arguments alone (a random seed drawn per call)."""
+    are not determined by the call's arguments alone (a random seed drawn per call).
+
+    ``forms``: named classes of calls, each a predicate taking the call's arguments as the
+    function does, that a backend may keep on gems while it gates the op to ATen
+    (``OpGate(op, keep=(name,))``)."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         for name in names:
             _check_schema(name)
             if name in _IMPLS and _IMPLS[name].fn is not fn:
                 raise ValueError(f"{name} is registered twice: {_IMPLS[name].module} and {fn.__module__}")
-            _IMPLS[name] = OpImpl(name=name, fn=fn, module=fn.__module__, autograd=autograd, native=native)
+            _IMPLS[name] = OpImpl(name=name, fn=fn, module=fn.__module__, autograd=autograd, native=native,
+                                  forms=tuple((forms or {}).items()))
         return fn
 
     return decorate
@@ -105,10 +113,18 @@ def all_impls() -> dict[str, OpImpl]:
     return dict(load_ops())
 
 
+def forms(op: str) -> dict[str, list[str]]:
+    """The named forms (:func:`aten_op`'s ``forms``) of ``op``'s overloads ("packet" or
+    "packet.overload"), by overload: what a backend's gate may keep on gems."""
+    return {name: [form for form, _ in impl.forms] for name, impl in load_ops().items()
+            if op in (name, impl.packet) and impl.forms}
+
+
 def _check_policy(rt: runtime.Runtime) -> None:
     """Check ``rt``'s policy against what the ops declare (loading them first)."""
     served = load_ops()
-    rt.policy = check_tunables(rt.policy, rt.selection.backend.name, rt.limits, TUNABLES, served)
+    rt.policy = check_tunables(rt.policy, rt.selection.backend.name, rt.limits, TUNABLES, served,
+                               {name: [form for form, _ in impl.forms] for name, impl in served.items()})
 
 
 runtime.on_select(_check_policy)

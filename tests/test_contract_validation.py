@@ -32,7 +32,8 @@ MALFORMED = FakePlugin("malformed", hooks='''
 
     @hookimpl
     def gems_unsupported_ops():
-        return [OpGate("no_such_op"), OpGate("exp", dtypes=("fp32",)), "cumsum"]
+        return [OpGate("no_such_op"), OpGate("exp", dtypes=("fp32",)), "cumsum",
+                OpGate("convolution", keep=("no_such_form",)), OpGate("softmax", dtypes=("float16",), keep=("matmul",))]
 
 
     @hookimpl
@@ -71,6 +72,7 @@ LOAD = '''
         "warned": warned,
         "problems": [[p.hook, p.subject] for p in rt.policy.problems],
         "gates": {op: sorted(d) for op, d in rt.policy.gates.items()},
+        "keeps": {op: sorted(f) for op, f in rt.policy.gate_keeps.items()},
         "configs": {k: [c.describe() for c in v] for k, v in rt.policy.configs.items()},
         "options": sorted(rt.policy.compiler_options),
         "deviations": [d.op for d in rt.policy.deviations],
@@ -141,7 +143,14 @@ def test_unknown_kernel_names_are_left_out(malformed: dict) -> None:
 def test_unknown_op_and_dtype_names_in_gates_are_reported(malformed: dict) -> None:
     warning_about(malformed, "gems_unsupported_ops()", "'no_such_op' is not an ATen operator")
     warning_about(malformed, "gems_unsupported_ops()", "'fp32' is not a torch dtype name")
-    assert malformed["gates"] == {"cumsum": []}  # the sound gate is kept
+    warning_about(malformed, "gems_unsupported_ops()", "keep of 'softmax' applies to a whole-op gate")
+    assert malformed["gates"] == {"cumsum": [], "convolution": []}  # the sound gates are kept
+
+
+def test_kept_forms_the_op_does_not_define_are_reported(malformed: dict) -> None:
+    """The gate stays (every call on ATen); the form it names is left out."""
+    warning_about(malformed, "gems_unsupported_ops()", "'convolution' defines no form 'no_such_form'", "matmul")
+    assert malformed["keeps"] == {}
 
 
 def test_malformed_deviations_are_reported(malformed: dict) -> None:
@@ -155,7 +164,7 @@ def test_contract_tier_fails_each_problem_naming_the_hook(malformed: dict) -> No
     failed = {(op, check) for op, check, status, _ in malformed["contract"] if status == "FAIL"}
     assert {("softmax", "tuned configs"), ("reduction", "tuned configs"), ("no_such_kernel", "tuned configs"),
             ("no_such_kernel", "compiler options"), ("no_such_op", "unsupported op"),
-            ("exp", "unsupported op"),
+            ("exp", "unsupported op"), ("convolution", "unsupported op"), ("softmax", "unsupported op"),
             ("not_an_op", "deviation")} <= failed
     messages = [m for *_, status, m in malformed["contract"] if status == "FAIL"]
     assert all(m.startswith("gems_") and "()" in m for m in messages), messages

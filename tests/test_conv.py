@@ -85,6 +85,10 @@ CASES = [
     ("depthwise", (2, 6, 6, 5), (6, 1, 3, 3), True, False, {"padding": 1, "groups": 6}, "depthwise"),
     ("depthwise x2", (1, 3, 5, 5), (6, 1, 3, 3), False, False, {"stride": 2, "groups": 3}, "depthwise"),
     ("1-d", (2, 4, 9), (5, 4, 3), True, False, {"padding": 2, "dilation": 2}, "gemm"),
+    # non-overlapping patches (stride = kernel; rows and columns past the last patch unread)
+    ("patches", (2, 3, 9, 14), (5, 3, 4, 4), True, False, {"stride": 4}, "mm"),
+    ("1-d patches", (2, 4, 10), (6, 4, 5), False, False, {"stride": 5}, "mm"),
+    ("3-d patches", (1, 2, 4, 5, 6), (3, 2, 2, 2, 3), True, False, {"stride": (2, 2, 3)}, "mm"),
     ("3-d", (1, 3, 4, 5, 5), (4, 3, 2, 3, 3), True, False, {"padding": (0, 1, 1)}, "gemm"),
     ("transposed", (2, 4, 5, 5), (4, 3, 3, 3), True, True, {"stride": 2, "padding": 1, "output_padding": 1}, "gemm"),
     ("transposed groups", (1, 4, 4, 3), (4, 3, 2, 2), False, True, {"stride": (2, 1), "groups": 2}, "gemm"),
@@ -337,3 +341,32 @@ def test_bad_arguments_raise_atens_errors(name: str) -> None:
     expected = _error(BAD[name])
     with gems_core.use_gems(include=OPS):
         assert _error(BAD[name]) == expected
+
+
+def test_a_gate_that_keeps_the_matmul_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend that leaves convolution to ATen but keeps its "matmul" form on gems
+    (``OpGate("convolution", keep=("matmul",))``, as the NVIDIA backend does): a patch
+    embedding and a channels-last 1x1 run on mm's kernels, a 3x3 and an NCHW 1x1 over
+    several images reach ATen without entering gems, each result ATen's within tolerance."""
+    import dataclasses
+
+    rt = runtime.current()
+    policy = dataclasses.replace(rt.policy, gates={**rt.policy.gates, "convolution": frozenset()},
+                                 gate_keeps={**rt.policy.gate_keeps, "convolution": frozenset({"matmul"})})
+    kept_policy = pytest.MonkeyPatch()  # (counted() undoes its own monkeypatch)
+    kept_policy.setattr(rt, "policy", policy)
+    request_undo = kept_policy.undo
+    conv = _conv_module()
+    assert conv.matmul_form in dict(load_ops()["convolution"].forms).values()
+    patches = (_rand(2, 3, 8, 12, seed=30), _rand(6, 3, 4, 4, seed=31), _rand(6, seed=32)), {"stride": 4}
+    unit = (_rand(2, 8, 3, 3, seed=33).to(memory_format=CL), _rand(5, 8, 1, 1, seed=34), None), {}
+    taps = (_rand(2, 4, 6, 6, seed=35), _rand(5, 4, 3, 3, seed=36), None), {"padding": 1}
+    nchw_unit = (_rand(2, 8, 3, 3, seed=37), _rand(5, 8, 1, 1, seed=38), None), {}
+    try:
+        for (args, kwargs), kept in ((patches, True), (unit, True), (taps, False), (nchw_unit, False)):
+            with counted(monkeypatch) as grids, _served("convolution") as served:
+                got = F.conv2d(*args, **kwargs)
+            assert served.hit == kept and bool(grids["mm"]) == kept and not grids["gemm"]
+            _close(got, F.conv2d(*(None if t is None else t.double() for t in args), **kwargs), torch.float32)
+    finally:
+        request_undo()

@@ -27,8 +27,12 @@ channel-contiguous loads in channels-last), or, when a group has fewer than 16 c
 read along its contiguous side; an NCHW weight of several taps, contiguous along neither, is
 repacked channels-last first. A 1x1 map with unit stride over matrix views (channels-last
 activations, or one image) is a plain matrix product and goes to mm's kernels (and the
-backend's GEMM variant); one channel per group (depthwise) takes a direct kernel: a tile of
-positions x channels, one multiply-add per tap. The bias is added in the epilogue.
+backend's GEMM variant); so is a map over non-overlapping patches (stride equal to the
+kernel, a vision transformer's patch embedding), after one copy of the patches into a
+(positions, patch) matrix. These two are convolution's "matmul" form (:func:`matmul_form`),
+which a backend that leaves convolution to ATen may keep on gems. One channel per group
+(depthwise) takes a direct kernel: a tile of positions x channels, one multiply-add per tap.
+The bias is added in the epilogue.
 
 The weight gradient is a GEMM over M: ``dW[o, c, tap] = sum_m dY[m, o] A[pos(m, tap), c]``,
 split over M (fp32 partials, summed in order) when its tiles alone do not fill the chip; the
@@ -58,7 +62,7 @@ from ..contract import KernelConfig
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
-from .copying import _suggested_format
+from .copying import _suggested_format, copy_into
 from .gemm_common import (
     _FLOATS,
     _INT32_MAX,
@@ -523,7 +527,7 @@ def _gemm(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch.
     m = y.shape[0] * y.shape[2] * y.shape[3] * y.shape[4]
     if m == 0:
         return
-    if _as_matmul(a, w, bias, y, geo, weight_kc_dim):
+    if _as_matmul(a, w, bias, y, geo, weight_kc_dim) or _as_patches(a, w, bias, y, geo, weight_kc_dim):
         return
     if kc == 1:
         _depthwise(a, w, bias, y, geo, weight_kc_dim)
@@ -561,16 +565,46 @@ def _rows(t: torch.Tensor) -> torch.Tensor | None:
         return None
 
 
+def _mm_serves(dtype: torch.dtype) -> bool:
+    """Whether mm's kernels take a convolution's product: not where the backend leaves mm in
+    this dtype to ATen, nor where the interpreter would multiply bf16 storage bits."""
+    gate = runtime.current().policy.gate_for("mm")
+    return not (gate is not None and str(dtype).removeprefix("torch.") in gate or _interpreted_bf16(dtype))
+
+
+def _patch_map(geo: _Geometry) -> bool:
+    """Taps that tile the input without overlap or gaps (the stride is the kernel: a vision
+    transformer's patch embedding), ungrouped, unpadded, undilated."""
+    return (geo.groups == 1 and geo.taps > 1 and geo.stride == geo.kernel and geo.padding == (0, 0, 0)
+            and geo.dilation == (1, 1, 1))
+
+
+def matmul_form(input: Any, weight: Any, bias: Any, stride: Sequence[int], padding: Sequence[int],
+                dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int,
+                **out: Any) -> bool:
+    """convolution's "matmul" form (a backend's ``OpGate(..., keep=("matmul",))``): a call
+    gems computes as one matrix product on mm's kernels, a 1x1 map with unit stride over a
+    matrix view of the input (channels-last, or one image) or a map over non-overlapping
+    patches (:func:`_patch_map`)."""
+    if transposed or groups != 1 or not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor):
+        return False
+    found = _geometry(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    if found is None or not _mm_serves(input.dtype):
+        return False
+    geo = found[0]
+    if geo.taps > 1:
+        return _patch_map(geo)
+    return geo.stride == (1, 1, 1) and geo.padding == (0, 0, 0) and _rows(_as_3d(input)) is not None
+
+
 def _as_matmul(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor, geo: _Geometry,
                weight_kc_dim: int) -> bool:
     """A 1x1 map with unit stride and no padding over matrix views of its operands is a
-    matrix product: mm's kernels (and the backend's GEMM variant) serve it, unless the
-    backend leaves mm in this dtype to ATen, or the interpreter would multiply bf16 storage
-    bits. False where that does not apply."""
+    matrix product: mm's kernels (and the backend's GEMM variant) serve it, where
+    :func:`_mm_serves`. False where that does not apply."""
     if geo.groups != 1 or geo.taps != 1 or geo.stride != (1, 1, 1) or geo.padding != (0, 0, 0):
         return False
-    gate = runtime.current().policy.gate_for("mm")
-    if gate is not None and str(a.dtype).removeprefix("torch.") in gate or _interpreted_bf16(a.dtype):
+    if not _mm_serves(a.dtype):
         return False
     if a.shape[2:] != y.shape[2:]:
         return False
@@ -580,6 +614,41 @@ def _as_matmul(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: t
     matrix = w.reshape(w.shape[0], w.shape[1])
     _mm_launch(rows_a, matrix.t() if weight_kc_dim == 1 else matrix, rows_y,
                None if bias is None else bias.expand(rows_y.shape), 1, 1)
+    return True
+
+
+def _as_patches(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor, geo: _Geometry,
+                weight_kc_dim: int) -> bool:
+    """A map over non-overlapping patches (:func:`_patch_map`) is the product of the
+    (positions, patch) matrix of the input's patches with the weight's (out channels,
+    patch) matrix: the patches are copied into that matrix (one pass over the input), mm's
+    kernels multiply (the backend's GEMM variant, the bias in its epilogue), and a result
+    ``y`` that is not itself a (positions, channels) view (NCHW) is written from a
+    channels-last one. The patch's elements go in the weight's memory order, so the weight
+    is read in place. False where that does not apply."""
+    if weight_kc_dim != 1 or not _patch_map(geo) or not _mm_serves(a.dtype):
+        return False
+    n, c = a.shape[:2]
+    out_c, positions = y.shape[1], y.shape[2:]
+    # (N, OD, OH, OW, C, KD, KH, KW): each position's patch, read in place
+    sn, sc, *spatial = a.stride()
+    patches = a.as_strided((n, *positions, c, *geo.kernel),
+                           (sn, *(s * k for s, k in zip(spatial, geo.kernel)), sc, *spatial), a.storage_offset())
+    order = sorted(range(1, 5), key=lambda d: -w.stride(d))  # the weight's patch dims, outermost first
+    weight = w.permute(0, *order)
+    k = c * geo.taps
+    try:
+        matrix = weight.view(out_c, k)
+    except RuntimeError:
+        matrix = torch.empty((out_c, k), dtype=w.dtype, device=w.device)
+        copy_into(matrix.view(weight.shape), weight)
+    rows = torch.empty((n * math.prod(positions), k), dtype=a.dtype, device=a.device)
+    copy_into(rows.view(n, *positions, *weight.shape[1:]), patches.permute(0, 1, 2, 3, *(3 + d for d in order)))
+    target = _rows(y)
+    result = torch.empty((rows.shape[0], out_c), dtype=y.dtype, device=y.device) if target is None else target
+    _mm_launch(rows, matrix.t(), result, None if bias is None else bias.expand(result.shape), 1, 1)
+    if target is None:
+        copy_into(y.permute(0, 2, 3, 4, 1), result.view(n, *positions, out_c))
     return True
 
 
@@ -660,7 +729,7 @@ def _forward(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
         _gemm(_as_3d(input), _as_3d(weight), bias, _as_3d(out), geo, weight_kc_dim=1)
 
 
-@aten_op("convolution")
+@aten_op("convolution", forms={"matmul": matmul_form})
 def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Sequence[int],
                 padding: Sequence[int], dilation: Sequence[int], transposed: bool, output_padding: Sequence[int],
                 groups: int) -> Any:
@@ -676,7 +745,7 @@ def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     return out
 
 
-@aten_op("convolution.out")
+@aten_op("convolution.out", forms={"matmul": matmul_form})
 def convolution_out(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Sequence[int],
                     padding: Sequence[int], dilation: Sequence[int], transposed: bool,
                     output_padding: Sequence[int], groups: int, *, out: torch.Tensor) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from gems_core import BackendDescriptor, DetectedDevice, KernelConfig, KernelVariant, OpGate, hookimpl
+from gems_core import BackendDescriptor, DetectedDevice, Deviation, KernelConfig, KernelVariant, OpGate, hookimpl
 from gems_core.contract import NativeLaunch
 from gems_core.shipped import package_table
 
@@ -66,8 +66,11 @@ def gems_kernel_variants(arch: str) -> Sequence[KernelVariant]:
 
 #: convolution stays with cuDNN: gems' implicit GEMM runs at 0.5-0.86x cuDNN on ResNet-50's
 #: bf16 channels_last layers on an H100 (the conformance suite and the CPU interpreter check
-#: its results)
+#: its results). Its "matmul" form stays on gems: a 1x1 or a patch embedding (stride = kernel)
+#: is one matrix product on the GEMM, where cuDNN took 0.31 ms for ViT-base's at batch 32
+#: (0.23 ms of convolution, 0.08 ms of layout conversion)
 _CUDNN = ("convolution", "convolution.out", "convolution_backward")
+_KEPT = {"convolution": ("matmul",), "convolution.out": ("matmul",)}
 #: float8 products stay with cuBLASLt, which multiplies float8 on the tensor cores; gems'
 #: kernel decodes its operands to tf32 (and ATen's CUDA kernel takes fewer layouts and sizes
 #: than ATen's CPU one, whose rules gems' kernel follows)
@@ -76,5 +79,17 @@ _CUBLASLT = ("_scaled_mm", "_scaled_mm.out")
 
 @hookimpl
 def gems_unsupported_ops() -> Iterable[OpGate]:
-    return [*(OpGate(op, reason="cuDNN is faster on this chip") for op in _CUDNN),
+    return [*(OpGate(op, reason="cuDNN is faster on this chip", keep=_KEPT.get(op, ())) for op in _CUDNN),
             *(OpGate(op, reason="cuBLASLt multiplies float8 natively on this chip") for op in _CUBLASLT)]
+
+
+@hookimpl
+def gems_known_deviations() -> Iterable[Deviation]:
+    """cuDNN, which serves the convolutions gated to it, multiplies float32 in TF32 by default
+    (``torch.backends.cudnn.allow_tf32``): ten mantissa bits per operand, so its sums of
+    hundreds to tens of thousands of products (a ResNet layer's channels x taps, a weight
+    gradient's positions) land up to about 1e-1 from float64."""
+    reason = "cuDNN convolves float32 in TF32 by default (torch.backends.cudnn.allow_tf32)"
+    return [Deviation(op, reason, kind="tolerance", dtypes=("float32",), atol=0.25, rtol=2e-2)
+            for op in ("convolution", "convolution_backward")]
+

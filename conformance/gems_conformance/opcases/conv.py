@@ -7,9 +7,10 @@ reaches every path: contiguous, channels-last and sliced (non-contiguous) inputs
 expanded along the batch (stride 0), stride, padding and dilation per dim, groups, depthwise
 (one channel a group, with and without a channel multiplier), a 3-channel 7x7 stem (the flat
 K walk), 16 channels over 3x3 taps (the tap-by-tap walk), a strided 1x1 convolution with more
-channels than one K step, a unit-stride channels-last 1x1 one (a matrix product), transposed
+channels than one K step, a unit-stride channels-last 1x1 one (a matrix product), a map over
+non-overlapping patches (stride = kernel, a vision transformer's patch embedding), transposed
 convolutions with output padding and stride phases no tap reaches, and an empty batch. The
-full profile adds ResNet-50 and UNet-like layers. Entries lie in [-1, 1]; tolerances scale
+full profile adds ResNet-50, ViT and UNet-like layers. Entries lie in [-1, 1]; tolerances scale
 with the longest sum (channels x taps, or positions for the weight gradient).
 """
 
@@ -65,6 +66,7 @@ def conv_samples(dtype: torch.dtype, device: Any, profile: str) -> Iterator[Samp
                   device, 27, stride=2)
     yield _sample("1x1 matrix product", t(2, 24, 5, 4, seed=52).to(memory_format=CL),
                   t(20, 24, 1, 1, seed=53).to(memory_format=CL), True, dtype, device, 54)
+    yield _sample("patches", t(2, 3, 9, 14, seed=72), t(5, 3, 4, 4, seed=73), True, dtype, device, 74, stride=4)
     yield _sample("1-d", t(2, 4, 9, seed=28), t(5, 4, 3, seed=29), True, dtype, device, 30, padding=2, dilation=2)
     yield _sample("3-d", t(1, 3, 4, 5, 5, seed=31), t(4, 3, 2, 3, 3, seed=32), True, dtype, device, 33,
                   padding=(0, 1, 1))
@@ -80,6 +82,8 @@ def conv_samples(dtype: torch.dtype, device: Any, profile: str) -> Iterator[Samp
                       t(256, 64, 1, 1, seed=70).to(memory_format=CL), False, dtype, device, 71)
         yield _sample("resnet 1x1/2", t(8, 256, 56, 56, seed=43).to(memory_format=CL),
                       t(512, 256, 1, 1, seed=44).to(memory_format=CL), False, dtype, device, 45, stride=2)
+        yield _sample("vit patches", t(8, 3, 224, 224, seed=75), t(768, 3, 16, 16, seed=76), True, dtype, device,
+                      77, stride=16)
         yield _sample("unet 3x3", t(2, 128, 64 + 17, 64 + 17, seed=46), t(64, 128, 3, 3, seed=47), True, dtype,
                       device, 48, padding=1)
 
