@@ -27,10 +27,11 @@ import torch
 import triton
 import triton.language as tl
 
+from .. import tuning
 from ..codegen.pointwise import TL_DTYPES
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
-from .optimizer import address_table, row_pointer, work_item
+from .optimizer import upload, address_table, row_pointer, work_item
 
 _BLOCK = 1024
 _CHUNK = 4 * _BLOCK
@@ -129,6 +130,10 @@ def _servable(lists: Sequence[Sequence[torch.Tensor]]) -> bool:
     return True
 
 
+#: page-locked sources of per-tensor scalars uploaded while a CUDA graph was captured
+_CAPTURED: list[torch.Tensor] = []
+
+
 def _apply(op: str, out: list[torch.Tensor], inputs: list[list[torch.Tensor]], number: Any = 1.0,
            per_tensor: Sequence[Any] | None = None) -> Any:
     """Launch ``op`` over the lists (``inputs``: self, then up to two more lists), writing
@@ -143,7 +148,10 @@ def _apply(op: str, out: list[torch.Tensor], inputs: list[list[torch.Tensor]], n
     table, sizes, work = address_table(rows, device, _CHUNK)
     scalars = sizes
     if per_tensor is not None:
-        scalars = torch.tensor([float(v) for v in per_tensor], dtype=torch.float32).to(device)
+        # from page-locked memory behind the queued work: a pageable copy would stall the host
+        scalars, host = upload(torch.tensor([float(v) for v in per_tensor], dtype=torch.float32), device)
+        if tuning.capturing():
+            _CAPTURED.append(host)  # a captured copy reads its source again at every replay
     if work.numel():
         _launch((work.numel(),), table, sizes, work, scalars, len(out), float(number), OP=op,
                 HAS_B=len(inputs) > 1, PER_TENSOR=per_tensor is not None, DTYPE=TL_DTYPES[out[0].dtype],

@@ -101,28 +101,35 @@ def _index_select_kernel(
 @triton.jit
 def _embedding_backward_kernel(
     grad_ptr,  # (N, D) contiguous
-    index_ptr,  # (N,) contiguous, every entry in [0, num_weights)
+    index_ptr,  # (N,) contiguous
     counts_ptr,  # (num_weights,) float32 occurrences (SCALE only)
     acc_ptr,  # (num_weights, D) float32/float64, zeroed
     D,
     padding_idx,
+    num_weights,
     SCALE: tl.constexpr,
     COUNT_ONLY: tl.constexpr,
+    CHECK: tl.constexpr,  # assert 0 <= index < num_weights on the device
     BLOCK_SIZE: tl.constexpr,
 ):
     # acc[index[n], :] += grad[n, :] (/ count[index[n]] with SCALE), rows at padding_idx skipped;
-    # COUNT_ONLY: counts[index[n]] += 1 instead
+    # COUNT_ONLY: counts[index[n]] += 1 instead. An index out of range writes nothing.
     n = tl.program_id(0).to(tl.int64)
     row = tl.load(index_ptr + n).to(tl.int64)
+    if CHECK:
+        tl.device_assert((row >= 0) & (row < num_weights), "index out of range in self")
+    lanes = tl.arange(0, BLOCK_SIZE)
+    rows = tl.full((BLOCK_SIZE,), 0, tl.int64) + row
+    valid = (rows >= 0) & (rows < num_weights)
     if COUNT_ONLY:
-        tl.atomic_add(counts_ptr + row, 1.0)
+        tl.atomic_add(counts_ptr + rows, tl.full((BLOCK_SIZE,), 1.0, counts_ptr.dtype.element_ty),
+                      mask=valid & (lanes == 0))
     else:
-        cols = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-        rows = tl.full((BLOCK_SIZE,), 0, tl.int64) + row
-        mask = (cols < D) & (rows != padding_idx)
+        cols = tl.program_id(1) * BLOCK_SIZE + lanes
+        mask = (cols < D) & (rows != padding_idx) & valid
         grad = tl.load(grad_ptr + n * D + cols, mask=mask, other=0).to(acc_ptr.dtype.element_ty)
         if SCALE:
-            grad = grad / tl.load(counts_ptr + row)
+            grad = grad / tl.load(counts_ptr + rows, mask=valid, other=1)
         tl.atomic_add(acc_ptr + row * D + cols, grad, mask=mask)
 
 
@@ -457,16 +464,21 @@ def embedding_dense_backward(
     count = flat.numel()
     if grad_output.numel() != count * width:
         return NotImplemented
-    check_indices(flat, num_weights)
+    host_check = host_checks_indices(grad_output.device)
+    if host_check:
+        check_indices(flat, num_weights)
     acc_dtype = torch.float64 if grad_output.dtype == torch.float64 else torch.float32
     acc = torch.zeros((num_weights, width), dtype=acc_dtype, device=grad_output.device)
     if count and width:
         grad = grad_output.reshape(count, width).contiguous()
         counts = torch.zeros(num_weights if scale_grad_by_freq else 1, dtype=acc_dtype, device=acc.device)
         block = min(GATHER.choose("embedding_backward").params["BLOCK_SIZE"], next_power_of_2(width))
-        common: dict[str, Any] = {"options": GATHER.options(), "SCALE": scale_grad_by_freq, "BLOCK_SIZE": block}
+        common: dict[str, Any] = {"options": _gather_options(not host_check), "SCALE": scale_grad_by_freq,
+                                  "CHECK": not host_check, "BLOCK_SIZE": block}
         if scale_grad_by_freq:
-            _embedding_backward((count, 1), grad, flat, counts, acc, width, padding_idx, COUNT_ONLY=True, **common)
+            _embedding_backward((count, 1), grad, flat, counts, acc, width, padding_idx, num_weights,
+                                COUNT_ONLY=True, **common)
         grid = (count, math.ceil(width / block))
-        _embedding_backward(grid, grad, flat, counts, acc, width, padding_idx, COUNT_ONLY=False, **common)
+        _embedding_backward(grid, grad, flat, counts, acc, width, padding_idx, num_weights, COUNT_ONLY=False,
+                            **common)
     return acc if acc.dtype == grad_output.dtype else acc.to(grad_output.dtype)

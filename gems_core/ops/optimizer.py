@@ -213,7 +213,7 @@ _GRIDS: dict[tuple[Any, ...], tuple[torch.Tensor, ...]] = {}
 _MAX_TABLES = 64
 
 
-def _upload(host: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def upload(host: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """(``host`` on ``device``, its host source) without stalling the host: copied from
     page-locked memory behind the stream's queued work (a copy from pageable memory waits
     for it), where the device's runtime has page-locked memory."""
@@ -249,12 +249,12 @@ def address_table(
         first = torch.cumsum(chunks, 0) - chunks  # each tensor's first work item
         within = torch.arange(int(chunks.sum()), dtype=torch.int64) - torch.repeat_interleave(first, chunks)
         _make_room(_GRIDS)
-        grid = _GRIDS[grid_key] = (*_upload(sizes, device), *_upload((tensor << 32) | within, device))
+        grid = _GRIDS[grid_key] = (*upload(sizes, device), *upload((tensor << 32) | within, device))
     key = (device, len(rows), *[t.data_ptr() for row in rows for t in row])
     table = _TABLES.get(key)
     if table is None:
         _make_room(_TABLES)
-        table = _TABLES[key] = _upload(
+        table = _TABLES[key] = upload(
             torch.tensor([[t.data_ptr() for t in row] for row in rows], dtype=torch.int64), device)
     return table[0], grid[0], grid[2]  # (device, host) pairs
 
