@@ -58,10 +58,31 @@ def package_table(package: str, device_model: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def _kernel_sources(module: Any) -> str:
+    """The sources of the Triton kernels (jitted functions) a module defines, by name: what
+    a tuning choice depends on, where an edit of the module's host code (its docs, its
+    argument checks) leaves the choices valid. The whole module's source where it defines
+    none."""
+    found = []
+    for name, value in sorted(vars(module).items()):
+        fn = getattr(value, "fn", None)
+        if getattr(value, "__module__", None) is not None and callable(fn) and hasattr(value, "arg_names"):
+            try:
+                found.append(f"{name}:{inspect.getsource(fn)}")
+            except (OSError, TypeError):
+                pass
+    if found:
+        return "\n".join(found)
+    try:
+        return inspect.getsource(module)
+    except (OSError, TypeError):  # no source to read: the hash covers less
+        return ""
+
+
 def source_hash(tunable: Any) -> str:
-    """What a shipped choice of ``tunable`` was measured for: the source of the module that
-    declares it (its kernels), its parameters and the configs it chooses from (the core's
-    defaults or the backend's)."""
+    """What a shipped choice of ``tunable`` was measured for: the sources of the kernels of
+    the module that declares it (:func:`_kernel_sources`), its parameters and the configs it
+    chooses from (the core's defaults or the backend's)."""
     what = repr((tunable.name, tunable.params, [c.describe() for c in tunable.configs()]))
     found = _hashes.get(what)
     if found is None:
@@ -70,10 +91,7 @@ def source_hash(tunable: Any) -> str:
             if getattr(module, "__name__", "").startswith(("gems_core", "gems_backend")) and any(
                 value is tunable for value in list(vars(module).values())
             ):
-                try:
-                    digest.update(inspect.getsource(module).encode())
-                except (OSError, TypeError):  # no source to read: the hash covers less
-                    pass
+                digest.update(_kernel_sources(module).encode())
                 break
         found = _hashes[what] = digest.hexdigest()[:16]
     return found
