@@ -6,6 +6,7 @@ reader takes. On a stand-in runtime that benchmarks (the interpreter tunes nothi
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -251,3 +252,35 @@ def test_table_of_a_mapping_is_read(table, monkeypatch: pytest.MonkeyPatch) -> N
         raise AssertionError("a shipped choice must not be benchmarked")
 
     assert tunable.choose(KEY, bench).params["BLOCK"] == 256
+
+
+def test_the_nvidia_tables_are_current() -> None:
+    """Every choice the NVIDIA package ships (H100 and H200) was tuned for the kernels and the
+    configs of this source tree: a kernel edited since would leave its choices stale, and
+    they would be ignored on the chip. Checked with the NVIDIA backend's policy, emulated."""
+    pytest.importorskip("gems_backend_nvidia")
+    import subprocess
+
+    code = """
+import json, sys
+from pathlib import Path
+import gems_backend_nvidia
+from gems_core import registry, shipped
+registry.load_ops()
+folder = Path(gems_backend_nvidia.__file__).parent / "tuned"
+report = {}
+for path in sorted(folder.glob("*.json")):
+    table = json.loads(path.read_text())
+    report[path.name] = {name: entry["source"] == shipped.source_hash(registry.TUNABLES[name])
+                         for name, entry in table["tunables"].items()}
+print(json.dumps(report))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("GEMS_DEVICE", "GEMS_EMULATE", "GEMS_COMPILE_TARGET")}
+    env.update(GEMS_DEVICE="nvidia", GEMS_EMULATE="1")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {"NVIDIA_H100_80GB_HBM3.json", "NVIDIA_H200.json"} <= set(report)
+    stale = {table: [name for name, ok in entries.items() if not ok] for table, entries in report.items()}
+    assert not any(stale.values()), f"stale shipped choices (regenerate with python -m gems_core tune): {stale}"
+    assert all(len(entries) >= 5 for entries in report.values())
