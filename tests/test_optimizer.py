@@ -254,3 +254,31 @@ def test_lists_of_unequal_sizes_cover_every_chunk() -> None:
         lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.01, eps=1e-8, amsgrad=False, maximize=False))
     for p, e in zip(params, expected):
         torch.testing.assert_close(p, e, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["second list non-contiguous", "second list of another dtype", "two sizes at one index"])
+def test_foreach_lists_gems_does_not_serve_reach_aten(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any tensor of any list that breaks the kernel's assumptions (contiguous, one dtype and
+    device, each list's sizes the first's) sends the whole call to ATen: no launch, ATen's
+    result (or ATen's error for sizes ATen refuses too)."""
+    from gems_core.ops import foreach
+
+    a = [torch.randn(5, device=DEVICE), torch.randn(2, 3, device=DEVICE)]
+    b = [torch.rand(5, device=DEVICE), torch.rand(3, 3, device=DEVICE)[:, 1:].t()]  # (2, 3), strided
+    if case == "second list of another dtype":
+        b[1] = torch.rand(3, 2, device=DEVICE).t().contiguous().double()
+    elif case == "two sizes at one index":
+        b[0] = torch.rand(6, device=DEVICE)[:5].view(5)  # equal sizes: served; then an unequal pair
+        b[1] = torch.rand(6, device=DEVICE)
+    launched: list[Any] = []
+    monkeypatch.setattr(foreach, "_launch", lambda *args, **kwargs: launched.append(args))
+    if case == "two sizes at one index":
+        want = answer(lambda: torch._foreach_mul(a, b))
+        assert isinstance(want, str)  # ATen raised
+        assert _on_gems("_foreach_mul.List", lambda: answer(lambda: torch._foreach_mul(a, b))) == want
+    else:
+        want = torch._foreach_mul(a, b)
+        got = _on_gems("_foreach_mul.List", lambda: torch._foreach_mul(a, b))
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, atol=0, rtol=0)
+    assert not launched

@@ -117,16 +117,23 @@ _launch = LaunchCache(_foreach_kernel, name="foreach")
 
 
 def _servable(lists: Sequence[Sequence[torch.Tensor]]) -> bool:
+    """One dtype gems computes, one device, contiguous tensors, each list's shapes the
+    first's (ATen refuses others, even of equal element counts). An optimizer step checks several lists of hundreds of tensors per call, so the
+    checks are comprehensions over cheap accessors (the device's index, not a device
+    object per tensor; its type once a list)."""
     first = lists[0]
     if not first or first[0].dtype not in _DTYPES:
         return False
     dtype, device = first[0].dtype, first[0].device
+    index = first[0].get_device()
+    shapes = [t.shape for t in first]
     for row in lists:
-        if len(row) != len(first):
+        if len(row) != len(shapes) or row[0].device.type != device.type:
             return False
-        for t, f in zip(row, first):
-            if t.dtype != dtype or t.device != device or t.numel() != f.numel() or not t.is_contiguous():
-                return False
+        if row is not first and [t.shape for t in row] != shapes:
+            return False
+        if not all([t.dtype is dtype and t.get_device() == index and t.is_contiguous() for t in row]):
+            return False
     return True
 
 
