@@ -299,19 +299,49 @@ def test_dropout_backward_uses_the_forward_mask() -> None:
 
 def test_fill_kernel_compiles_for_a_gpu_target() -> None:
     """Compiled kernels may read no global but constexprs (the interpreter reads any):
-    every distribution of the fill kernel compiles ahead of time for sm_90, in a child
-    process (this one has run the interpreter)."""
+    every distribution of the fill kernel, and the dropout kernel, compile ahead of time for
+    sm_90, in a child process (this one has run the interpreter)."""
     code = textwrap.dedent('''
         import triton
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
         from gems_core.ops import random as R
-        sig = {"out_ptr": "*fp32", "n": "i32", "seed": "i64", "offset": "i64", "a": "fp32", "b": "fp32",
-               "DIST": "constexpr", "BLOCK": "constexpr"}
+        sig = {"out_ptr": "*fp32", "n": "i32", "seed_lo": "i32", "seed_hi": "i32", "offset_lo": "i32",
+               "offset_hi": "i32", "a": "fp32", "b": "fp32", "DIST": "constexpr", "BLOCK": "constexpr"}
         for dist in (R.UNIFORM, R.NORMAL, R.EXPONENTIAL, R.BERNOULLI):
-            triton.compile(ASTSource(R._fill_kernel, sig, {(6,): dist, (7,): 256}), target=GPUTarget("cuda", 90, 32))
+            triton.compile(ASTSource(R._fill_kernel, sig, {(8,): dist, (9,): 256}), target=GPUTarget("cuda", 90, 32))
+        drop = {"x_ptr": "*bf16", "out_ptr": "*bf16", "mask_ptr": "*i1", "n": "i32", "p": "fp32", "scale": "fp32",
+                "seed_lo": "i32", "seed_hi": "i32", "offset_lo": "i32", "offset_hi": "i32", "BLOCK": "constexpr"}
+        triton.compile(ASTSource(R._dropout_kernel, drop, {(10,): 1024}), target=GPUTarget("cuda", 90, 32))
         print("compiled")
     ''')
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "compiled" in done.stdout, done.stderr[-3000:]
+
+
+def test_offsets_past_32_bits_keep_one_kernel_and_one_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generator's offset grows by every call's counters; past 2^31 and 2^32 the kernels
+    take the same argument types (their 32-bit halves), so nothing compiles again, and the
+    values stay a function of (seed, offset): a call at an offset past 2^32 repeats when the
+    offset is set back, and differs from the call at the offset's low word alone."""
+    from gems_core.ops import random as R
+
+    assert R._halves(5, 2**40 + 7) == (5, 0, 7, 256)
+    assert R._halves(2**63 + 2**31, 2**32 - 1) == (-(2**31), -(2**31), -1, 0)
+    launched: list[tuple[int, ...]] = []
+    real = R._dropout
+
+    def spy(grid: Any, *args: Any, **kwargs: Any) -> Any:
+        launched.append(tuple(type(a).__name__ + ("32" if isinstance(a, int) and -2**31 <= a < 2**31 else "")
+                              for a in args))
+        return real(grid, *args, **kwargs)
+
+    monkeypatch.setattr(R, "_dropout", spy)
+    x = torch.rand(3000) + 1
+    states = iter([(11, 2**40 + 16), (11, 2**40 + 16), (11, 16), (11, 2**31 + 4)])
+    monkeypatch.setattr(R, "_seed_and_offset", lambda device, counters, generator: next(states))
+    with gems_served("native_dropout"):
+        masks = [torch.native_dropout(x, 0.5, True)[1] for _ in range(4)]
+    assert torch.equal(masks[0], masks[1]) and not torch.equal(masks[0], masks[2])
+    assert len(set(launched)) == 1  # the same argument types at every offset

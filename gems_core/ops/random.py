@@ -10,6 +10,12 @@ device's default): results repeat after ``torch.manual_seed`` and successive cal
 A generator that keeps a Philox offset (an accelerator's) is advanced by the counters a call
 uses; the CPU generator (a Mersenne twister, no offset) gives a fresh 62-bit seed per call.
 Values are drawn in float32 (24 random bits) whatever the result dtype.
+
+The kernels take the seed and the offset as four 32-bit halves and count in 32-bit Philox
+(a call's element index, then the offset, in the counter's four words): a growing offset
+never changes the kernel's argument types, so a long training run compiles each kernel
+once, and the random stream stays one algorithm (64-bit counters would switch Philox to its
+64-bit form once the offset passed 2^31).
 """
 
 from __future__ import annotations
@@ -59,25 +65,42 @@ def _store(out_ptr, index, r, n, a, b, DIST: tl.constexpr):
 
 
 @triton.jit
+def _uniform4(seed_lo, seed_hi, offset_lo, offset_hi, index):
+    """Four blocks of float32 U(0, 1) for the counters ``index`` (an int64 block) of a call at
+    Philox offset (offset_hi, offset_lo), keyed by the 64-bit seed (seed_hi, seed_lo); the
+    halves are int32 reinterpretations of the unsigned words."""
+    seed = (seed_hi.to(tl.uint32, bitcast=True).to(tl.uint64) << 32) | seed_lo.to(tl.uint32, bitcast=True).to(
+        tl.uint64)
+    c0 = (index & 0xFFFFFFFF).to(tl.uint32)
+    c3 = (index >> 32).to(tl.uint32)
+    c1 = tl.zeros_like(c0) + offset_lo.to(tl.uint32, bitcast=True)
+    c2 = tl.zeros_like(c0) + offset_hi.to(tl.uint32, bitcast=True)
+    r0, r1, r2, r3 = tl.philox(seed, c0, c1, c2, c3)
+    return (tl.uint_to_uniform_float(r0), tl.uint_to_uniform_float(r1), tl.uint_to_uniform_float(r2),
+            tl.uint_to_uniform_float(r3))
+
+
+@triton.jit(do_not_specialize=["seed_lo", "seed_hi", "offset_lo", "offset_hi"])
 def _fill_kernel(
     out_ptr,  # (n,) contiguous
     n,
-    seed,
-    offset,
+    seed_lo,
+    seed_hi,
+    offset_lo,
+    offset_hi,
     a,
     b,
     DIST: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    # Philox counter offset + pid * BLOCK + i gives four values: elements i, i + BLOCK,
-    # i + 2 BLOCK, i + 3 BLOCK of this program's 4 * BLOCK
+    # Philox counter pid * BLOCK + i gives four values: elements i, i + BLOCK, i + 2 BLOCK,
+    # i + 3 BLOCK of this program's 4 * BLOCK
     pid = tl.program_id(0).to(tl.int64)
     lanes = tl.arange(0, BLOCK)
-    counters = offset + pid * BLOCK + lanes
+    r0, r1, r2, r3 = _uniform4(seed_lo, seed_hi, offset_lo, offset_hi, pid * BLOCK + lanes)
     if DIST == _NORMAL:
-        r0, r1, r2, r3 = tl.randn4x(seed, counters)
-    else:
-        r0, r1, r2, r3 = tl.rand4x(seed, counters)
+        r0, r1 = tl.pair_uniform_to_normal(r0, r1)
+        r2, r3 = tl.pair_uniform_to_normal(r2, r3)
     base = pid * 4 * BLOCK + lanes
     _store(out_ptr, base, r0, n, a, b, DIST)
     _store(out_ptr, base + BLOCK, r1, n, a, b, DIST)
@@ -85,7 +108,7 @@ def _fill_kernel(
     _store(out_ptr, base + 3 * BLOCK, r3, n, a, b, DIST)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seed_lo", "seed_hi", "offset_lo", "offset_hi"])
 def _dropout_kernel(
     x_ptr,  # (n,) contiguous
     out_ptr,  # (n,) contiguous
@@ -93,29 +116,34 @@ def _dropout_kernel(
     n,
     p,
     scale,
-    seed,
-    offset,
+    seed_lo,
+    seed_hi,
+    offset_lo,
+    offset_hi,
     BLOCK: tl.constexpr,
 ):
     # keep = u >= p (probability 1 - p); out = x * keep * scale, as ATen (NaN * 0 stays NaN)
     index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     in_range = index < n
-    keep = tl.rand(seed, offset + index) >= p
+    u, _, _, _ = _uniform4(seed_lo, seed_hi, offset_lo, offset_hi, index)
+    keep = u >= p
     x = tl.load(x_ptr + index, mask=in_range, other=0.0)
     y = x.to(tl.float32) * keep.to(tl.float32) * scale
     tl.store(out_ptr + index, y.to(out_ptr.dtype.element_ty), mask=in_range)
     tl.store(mask_ptr + index, keep, mask=in_range)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seed_lo", "seed_hi", "offset_lo", "offset_hi"])
 def _multinomial_kernel(
     prob_ptr,  # (rows, C) row stride prob_stride, non-negative weights
     out_ptr,  # (rows, S) contiguous int64
     C,
     S,
     prob_stride,
-    seed,
-    offset,
+    seed_lo,
+    seed_hi,
+    offset_lo,
+    offset_hi,
     BLOCK_S: tl.constexpr,
     BLOCK_C: tl.constexpr,
 ):
@@ -133,7 +161,8 @@ def _multinomial_kernel(
         last = tl.maximum(last, tl.where(w > 0, start + cats, -1))
     total = tl.sum(acc, 0)
     last_positive = tl.max(last, 0)
-    target = tl.rand(seed, offset + row * S + samples) * total
+    u, _, _, _ = _uniform4(seed_lo, seed_hi, offset_lo, offset_hi, row * S + samples)
+    target = u * total
     count = tl.full((BLOCK_S,), 0, tl.int32)
     carry = 0.0
     for start in range(0, C, BLOCK_C):
@@ -158,7 +187,24 @@ _dropout = LaunchCache(_dropout_kernel, name="dropout")
 _multinomial = LaunchCache(_multinomial_kernel, name="multinomial")
 
 
-def philox_state(device: torch.device, counters: int, generator: torch.Generator | None) -> tuple[int, int]:
+def philox_state(device: torch.device, counters: int, generator: torch.Generator | None) -> tuple[int, ...]:
+    """(seed_lo, seed_hi, offset_lo, offset_hi) for a launch that uses ``counters`` Philox
+    counters on ``device``: the kernels' 32-bit halves (:func:`_uniform4`)."""
+    return _halves(*_seed_and_offset(device, counters, generator))
+
+
+def _halves(seed: int, offset: int) -> tuple[int, int, int, int]:
+    """The low and high 32-bit words of the 64-bit seed and offset, each as the int32 of
+    the same bits (an int argument at or past 2^31 would be passed as a 64-bit one)."""
+
+    def signed(word: int) -> int:
+        return word - (1 << 32) if word >= 1 << 31 else word
+
+    seed, offset = seed & (2**64 - 1), offset & (2**64 - 1)
+    return (signed(seed & 0xFFFFFFFF), signed(seed >> 32), signed(offset & 0xFFFFFFFF), signed(offset >> 32))
+
+
+def _seed_and_offset(device: torch.device, counters: int, generator: torch.Generator | None) -> tuple[int, int]:
     """(seed, offset) for a launch that uses ``counters`` Philox counters on ``device``."""
     gen = generator if generator is not None else _default_generator(device)
     if gen.device.type != "cpu":
@@ -189,8 +235,8 @@ def _fill_(self: torch.Tensor, dist: int, a: float, b: float, generator: torch.G
         return self
     target = self if self.is_contiguous() else torch.empty(self.shape, dtype=self.dtype, device=self.device)
     programs = cdiv(n, 4 * _BLOCK)
-    seed, offset = philox_state(self.device, programs * _BLOCK, generator)
-    _fill((programs,), target, n, seed, offset, float(a), float(b), DIST=dist, BLOCK=_BLOCK)
+    state = philox_state(self.device, programs * _BLOCK, generator)
+    _fill((programs,), target, n, *state, float(a), float(b), DIST=dist, BLOCK=_BLOCK)
     if target is not self:
         self.copy_(target)
     return self
@@ -288,9 +334,9 @@ def multinomial(self: torch.Tensor, num_samples: int, replacement: bool = False,
         out = torch.empty((m, num_samples), dtype=torch.int64, device=rows.device)
         block_c = min(256, next_power_of_2(c))
         block_s = min(next_power_of_2(num_samples), max(16, _TILE // block_c))
-        seed, offset = philox_state(rows.device, m * num_samples, generator)
+        state = philox_state(rows.device, m * num_samples, generator)
         _multinomial((m, cdiv(num_samples, block_s)), rows, out, c, num_samples, rows.stride(0),
-                     seed, offset, BLOCK_S=block_s, BLOCK_C=block_c)
+                     *state, BLOCK_S=block_s, BLOCK_C=block_c)
     return out if self.dim() == 2 else out.squeeze(0)
 
 
@@ -307,8 +353,7 @@ def native_dropout(input: torch.Tensor, p: float, train: bool | None) -> Any:
     mask = torch.empty(x.shape, dtype=torch.bool, device=x.device)
     n = x.numel()
     scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
-    seed, offset = philox_state(x.device, n, None)
-    _dropout((cdiv(n, _BLOCK),), x, out, mask, n, float(p), scale, seed, offset, BLOCK=_BLOCK)
+    _dropout((cdiv(n, _BLOCK),), x, out, mask, n, float(p), scale, *philox_state(x.device, n, None), BLOCK=_BLOCK)
     return out, mask
 
 
