@@ -153,8 +153,8 @@ class OpGate:
 
     ``keep`` names forms of the op's calls that gems keeps serving under a whole-op gate:
     forms its implementation defines (``gems_core.registry.forms(op)`` lists them;
-    convolution's ``"matmul"``: a convolution that is one matrix product, 1x1 or over
-    non-overlapping patches). Every other call goes to ATen."""
+    convolution's ``"patches"``, a patch embedding computed as one matrix product, and
+    ``"unit"``, a 1x1 one). Every other call goes to ATen."""
 
     op: str
     dtypes: tuple[str, ...] = ()

@@ -33,7 +33,7 @@ MALFORMED = FakePlugin("malformed", hooks='''
     @hookimpl
     def gems_unsupported_ops():
         return [OpGate("no_such_op"), OpGate("exp", dtypes=("fp32",)), "cumsum",
-                OpGate("convolution", keep=("no_such_form",)), OpGate("softmax", dtypes=("float16",), keep=("matmul",))]
+                OpGate("convolution", keep=("no_such_form",)), OpGate("softmax", dtypes=("float16",), keep=("patches",))]
 
 
     @hookimpl
@@ -149,7 +149,7 @@ def test_unknown_op_and_dtype_names_in_gates_are_reported(malformed: dict) -> No
 
 def test_kept_forms_the_op_does_not_define_are_reported(malformed: dict) -> None:
     """The gate stays (every call on ATen); the form it names is left out."""
-    warning_about(malformed, "gems_unsupported_ops()", "'convolution' defines no form 'no_such_form'", "matmul")
+    warning_about(malformed, "gems_unsupported_ops()", "'convolution' defines no form 'no_such_form'", "patches")
     assert malformed["keeps"] == {}
 
 

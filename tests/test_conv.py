@@ -343,30 +343,33 @@ def test_bad_arguments_raise_atens_errors(name: str) -> None:
         assert _error(BAD[name]) == expected
 
 
-def test_a_gate_that_keeps_the_matmul_form(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A backend that leaves convolution to ATen but keeps its "matmul" form on gems
-    (``OpGate("convolution", keep=("matmul",))``, as the NVIDIA backend does): a patch
-    embedding and a channels-last 1x1 run on mm's kernels, a 3x3 and an NCHW 1x1 over
-    several images reach ATen without entering gems, each result ATen's within tolerance."""
+@pytest.mark.parametrize("kept", [("patches",), ("patches", "unit")], ids=["patches", "patches and unit"])
+def test_a_gate_that_keeps_forms_on_gems(kept: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend that leaves convolution to ATen but keeps some of its forms on gems
+    (``OpGate("convolution", keep=("patches",))``, as the NVIDIA backend does): a patch
+    embedding runs on mm's kernels, a channels-last 1x1 too where "unit" is kept; a 3x3, an
+    NCHW 1x1 over several images and a strided 1x1 reach ATen without entering gems; each
+    result ATen's within tolerance."""
     import dataclasses
 
     rt = runtime.current()
     policy = dataclasses.replace(rt.policy, gates={**rt.policy.gates, "convolution": frozenset()},
-                                 gate_keeps={**rt.policy.gate_keeps, "convolution": frozenset({"matmul"})})
+                                 gate_keeps={**rt.policy.gate_keeps, "convolution": frozenset(kept)})
     kept_policy = pytest.MonkeyPatch()  # (counted() undoes its own monkeypatch)
     kept_policy.setattr(rt, "policy", policy)
-    request_undo = kept_policy.undo
     conv = _conv_module()
-    assert conv.matmul_form in dict(load_ops()["convolution"].forms).values()
+    assert dict(load_ops()["convolution"].forms) == {"patches": conv.patches_form, "unit": conv.unit_form}
     patches = (_rand(2, 3, 8, 12, seed=30), _rand(6, 3, 4, 4, seed=31), _rand(6, seed=32)), {"stride": 4}
     unit = (_rand(2, 8, 3, 3, seed=33).to(memory_format=CL), _rand(5, 8, 1, 1, seed=34), None), {}
     taps = (_rand(2, 4, 6, 6, seed=35), _rand(5, 4, 3, 3, seed=36), None), {"padding": 1}
     nchw_unit = (_rand(2, 8, 3, 3, seed=37), _rand(5, 8, 1, 1, seed=38), None), {}
+    strided_unit = (_rand(2, 8, 4, 4, seed=39).to(memory_format=CL), _rand(5, 8, 1, 1, seed=40), None), {"stride": 2}
+    calls = ((patches, True), (unit, "unit" in kept), (taps, False), (nchw_unit, False), (strided_unit, False))
     try:
-        for (args, kwargs), kept in ((patches, True), (unit, True), (taps, False), (nchw_unit, False)):
-            with counted(monkeypatch) as grids, _served("convolution") as served:
+        for (args, kwargs), served in calls:
+            with counted(monkeypatch) as grids, _served("convolution") as watch:
                 got = F.conv2d(*args, **kwargs)
-            assert served.hit == kept and bool(grids["mm"]) == kept and not grids["gemm"]
+            assert watch.hit == served and bool(grids["mm"]) == served and not grids["gemm"]
             _close(got, F.conv2d(*(None if t is None else t.double() for t in args), **kwargs), torch.float32)
     finally:
-        request_undo()
+        kept_policy.undo()

@@ -29,8 +29,9 @@ repacked channels-last first. A 1x1 map with unit stride over matrix views (chan
 activations, or one image) is a plain matrix product and goes to mm's kernels (and the
 backend's GEMM variant); so is a map over non-overlapping patches (stride equal to the
 kernel, a vision transformer's patch embedding), after one copy of the patches into a
-(positions, patch) matrix. These two are convolution's "matmul" form (:func:`matmul_form`),
-which a backend that leaves convolution to ATen may keep on gems. One channel per group
+(positions, patch) matrix. These are convolution's "unit" and "patches" forms
+(:func:`unit_form`, :func:`patches_form`), which a backend that leaves convolution to ATen
+may keep on gems. One channel per group
 (depthwise) takes a direct kernel: a tile of positions x channels, one multiply-add per tap.
 The bias is added in the epilogue.
 
@@ -579,22 +580,39 @@ def _patch_map(geo: _Geometry) -> bool:
             and geo.dilation == (1, 1, 1))
 
 
-def matmul_form(input: Any, weight: Any, bias: Any, stride: Sequence[int], padding: Sequence[int],
-                dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int,
-                **out: Any) -> bool:
-    """convolution's "matmul" form (a backend's ``OpGate(..., keep=("matmul",))``): a call
-    gems computes as one matrix product on mm's kernels, a 1x1 map with unit stride over a
-    matrix view of the input (channels-last, or one image) or a map over non-overlapping
-    patches (:func:`_patch_map`)."""
-    if transposed or groups != 1 or not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor):
-        return False
+def _product_form(input: Any, weight: Any, bias: Any, stride: Sequence[int], padding: Sequence[int],
+                  dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int,
+                  taps: bool) -> _Geometry | None:
+    """The geometry of a call gems computes as one matrix product on mm's kernels (``taps``:
+    over patches of several taps, else a 1x1), or None. Rejects the other calls before it
+    computes anything: a backend that keeps a form tests every call of the op."""
+    if transposed or groups != 1 or any(padding) or not isinstance(weight, torch.Tensor):
+        return None
+    if (weight.dim() > 2 and math.prod(weight.shape[2:]) > 1) != taps:
+        return None
     found = _geometry(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     if found is None or not _mm_serves(input.dtype):
-        return False
-    geo = found[0]
-    if geo.taps > 1:
-        return _patch_map(geo)
-    return geo.stride == (1, 1, 1) and geo.padding == (0, 0, 0) and _rows(_as_3d(input)) is not None
+        return None
+    return found[0]
+
+
+def patches_form(input: Any, weight: Any, bias: Any, stride: Sequence[int], padding: Sequence[int],
+                 dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int,
+                 **out: Any) -> bool:
+    """convolution's "patches" form (a backend's ``OpGate(..., keep=("patches",))``): a map
+    over non-overlapping patches (:func:`_patch_map`, a vision transformer's patch
+    embedding), which gems computes as a patch copy and one matrix product."""
+    geo = _product_form(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, True)
+    return geo is not None and _patch_map(geo)
+
+
+def unit_form(input: Any, weight: Any, bias: Any, stride: Sequence[int], padding: Sequence[int],
+              dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int,
+              **out: Any) -> bool:
+    """convolution's "unit" form: a 1x1 map with unit stride over a matrix view of the input
+    (channels-last, or one image), which is one matrix product on mm's kernels."""
+    geo = _product_form(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, False)
+    return geo is not None and geo.stride == (1, 1, 1) and _rows(_as_3d(input)) is not None
 
 
 def _as_matmul(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor, geo: _Geometry,
@@ -729,7 +747,7 @@ def _forward(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
         _gemm(_as_3d(input), _as_3d(weight), bias, _as_3d(out), geo, weight_kc_dim=1)
 
 
-@aten_op("convolution", forms={"matmul": matmul_form})
+@aten_op("convolution", forms={"patches": patches_form, "unit": unit_form})
 def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Sequence[int],
                 padding: Sequence[int], dilation: Sequence[int], transposed: bool, output_padding: Sequence[int],
                 groups: int) -> Any:
@@ -745,7 +763,7 @@ def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     return out
 
 
-@aten_op("convolution.out", forms={"matmul": matmul_form})
+@aten_op("convolution.out", forms={"patches": patches_form, "unit": unit_form})
 def convolution_out(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Sequence[int],
                     padding: Sequence[int], dilation: Sequence[int], transposed: bool,
                     output_padding: Sequence[int], groups: int, *, out: torch.Tensor) -> Any:

@@ -66,11 +66,12 @@ def gems_kernel_variants(arch: str) -> Sequence[KernelVariant]:
 
 #: convolution stays with cuDNN: gems' implicit GEMM runs at 0.5-0.86x cuDNN on ResNet-50's
 #: bf16 channels_last layers on an H100 (the conformance suite and the CPU interpreter check
-#: its results). Its "matmul" form stays on gems: a 1x1 or a patch embedding (stride = kernel)
-#: is one matrix product on the GEMM, where cuDNN took 0.31 ms for ViT-base's at batch 32
-#: (0.23 ms of convolution, 0.08 ms of layout conversion)
+#: its results). Its "patches" form stays on gems: a patch embedding (stride = kernel) is a
+#: patch copy and one matrix product on the GEMM, where cuDNN took 0.31 ms for ViT-base's at
+#: batch 32 (0.23 ms of convolution, 0.08 ms of layout conversion). 1x1 convolutions (the
+#: "unit" form) are not timed against cuDNN and stay there
 _CUDNN = ("convolution", "convolution.out", "convolution_backward")
-_KEPT = {"convolution": ("matmul",), "convolution.out": ("matmul",)}
+_KEPT = {"convolution": ("patches",), "convolution.out": ("patches",)}
 #: float8 products stay with cuBLASLt, which multiplies float8 on the tensor cores; gems'
 #: kernel decodes its operands to tf32 (and ATen's CUDA kernel takes fewer layouts and sizes
 #: than ATen's CPU one, whose rules gems' kernel follows)
