@@ -115,7 +115,8 @@ def _policy_section(rt: Any, tunables: Mapping[str, Any]) -> dict[str, Any]:
         }
     return {
         "aten_ops": [
-            {"op": op, "dtypes": sorted(dtypes), "reason": policy.gate_reasons.get(op, "")}
+            {"op": op, "dtypes": sorted(dtypes), "reason": policy.gate_reasons.get(op, ""),
+             "keeps": sorted(policy.gate_keeps.get(op, ()))}
             for op, dtypes in sorted(policy.gates.items())
         ],
         "unsupported_dtypes": sorted(policy.unsupported_dtypes),
@@ -307,6 +308,8 @@ def _policy_lines(name: str, pol: Mapping[str, Any], verbose: bool = True) -> li
         "ops left to ATen",
         [
             f"{g['op']}: {'all dtypes' if not g['dtypes'] else ', '.join(g['dtypes'])}"
+            + (f", but its {' and '.join(g['keeps'])} form{'s' if len(g['keeps']) > 1 else ''} on gems"
+               if g.get("keeps") else "")
             + (f"  ({g['reason']})" if g["reason"] else "")
             for g in pol["aten_ops"]
         ],

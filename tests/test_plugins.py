@@ -283,8 +283,8 @@ def test_info_shows_emulated_policy(tmp_path):
     selection, policy = report["selection"], report["policy"]
     assert selection["emulated"] and selection["interpreter"]
     assert selection["arch"] == "90"  # the descriptor's target arch stands in for detection
-    assert {"op": "neg", "dtypes": [], "reason": ""} in policy["aten_ops"]
-    assert {"op": "div", "dtypes": ["float16"], "reason": "no fp16 divider"} in policy["aten_ops"]
+    assert {"op": "neg", "dtypes": [], "reason": "", "keeps": []} in policy["aten_ops"]
+    assert {"op": "div", "dtypes": ["float16"], "reason": "no fp16 divider", "keeps": []} in policy["aten_ops"]
     assert policy["unsupported_dtypes"] == ["float64", "float8_e4m3fn", "float8_e5m2"]  # float8: not declared
     assert policy["configs"]["pointwise"]["backend"][0]["params"] == {"BLOCK_SIZE": 512}
     assert policy["configs"]["pointwise"]["core_defaults"]
