@@ -351,12 +351,13 @@ def build_policy(selection: Selection) -> Policy:
 
 
 def check_tunables(policy: Policy, backend: str, limits: Limits, known: Mapping[str, Any],
-                   served: Iterable[str], forms: Mapping[str, Iterable[str]] | None = None) -> Policy:
+                   served: Iterable[str], forms: Callable[[str], Mapping[str, Iterable[str]]] | None = None) -> Policy:
     """``policy`` without the configs and compiler options that name no core tunable (in
     ``known``, by name: objects with ``params`` and ``optional``) or do not fit it or the
     chip's ``limits``, nor overrides of overloads gems does not serve (not in ``served``),
-    nor kept forms of gated ops that their implementations do not define (``forms``:
-    overload -> its form names); each left out with a warning."""
+    nor kept forms of gated ops that their implementations do not define (``forms(op)``:
+    overload -> its form names, as :func:`gems_core.registry.forms`); each left out with a
+    warning."""
     problems = _Problems(backend)
     names = ", ".join(sorted(known))
     configs = {}
@@ -391,8 +392,7 @@ def check_tunables(policy: Policy, backend: str, limits: Limits, known: Mapping[
                          "replaces one overload gems serves (e.g. 'add.Tensor', not 'add')")
     keeps = {}
     for op, kept in policy.gate_keeps.items():
-        defined = set().union(*(set(f) for name, f in (forms or {}).items()
-                                if op in (name, name.split(".", 1)[0])))
+        defined = set().union(*map(set, forms(op).values())) if forms else set()
         unknown = sorted(kept - defined)
         if unknown:
             problems.add("gems_unsupported_ops", op, f"{op!r} defines no form {', '.join(map(repr, unknown))} "

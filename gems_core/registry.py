@@ -123,8 +123,7 @@ def forms(op: str) -> dict[str, list[str]]:
 def _check_policy(rt: runtime.Runtime) -> None:
     """Check ``rt``'s policy against what the ops declare (loading them first)."""
     served = load_ops()
-    rt.policy = check_tunables(rt.policy, rt.selection.backend.name, rt.limits, TUNABLES, served,
-                               {name: [form for form, _ in impl.forms] for name, impl in served.items()})
+    rt.policy = check_tunables(rt.policy, rt.selection.backend.name, rt.limits, TUNABLES, served, forms)
 
 
 runtime.on_select(_check_policy)

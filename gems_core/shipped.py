@@ -66,7 +66,7 @@ def _kernel_sources(module: Any) -> str:
     found = []
     for name, value in sorted(vars(module).items()):
         fn = getattr(value, "fn", None)
-        if getattr(value, "__module__", None) is not None and callable(fn) and hasattr(value, "arg_names"):
+        if callable(fn) and hasattr(value, "arg_names"):
             try:
                 found.append(f"{name}:{inspect.getsource(fn)}")
             except (OSError, TypeError):

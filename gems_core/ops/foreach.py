@@ -31,7 +31,7 @@ from .. import tuning
 from ..codegen.pointwise import TL_DTYPES
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
-from .optimizer import upload, address_table, row_pointer, work_item
+from .optimizer import address_table, row_pointer, upload, work_item
 
 _BLOCK = 1024
 _CHUNK = 4 * _BLOCK
@@ -118,9 +118,10 @@ _launch = LaunchCache(_foreach_kernel, name="foreach")
 
 def _servable(lists: Sequence[Sequence[torch.Tensor]]) -> bool:
     """One dtype gems computes, one device, contiguous tensors, each list's shapes the
-    first's (ATen refuses others, even of equal element counts). An optimizer step checks several lists of hundreds of tensors per call, so the
-    checks are comprehensions over cheap accessors (the device's index, not a device
-    object per tensor; its type once a list)."""
+    first's (ATen refuses others, even of equal element counts). An optimizer step checks
+    several lists of hundreds of tensors per call, so the checks are comprehensions over
+    cheap accessors (the device's index, not a device object per tensor; its type once a
+    list)."""
     first = lists[0]
     if not first or first[0].dtype not in _DTYPES:
         return False
