@@ -10,14 +10,22 @@ and a tiny config with ``--tiny``) runs in fresh processes, each workload in its
 * ``forward``: one no-grad forward at batch 2 x 384 tokens: ``first_forward_s``;
 * ``generate``: a greedy ``generate()`` of ``--new-tokens`` tokens (default 128) after a
   384-token prompt at batch 1, every step at a new KV length: ``first_token_s`` (the prompt's
-  prefill and the first sampled token) and ``generate_s`` (the whole call).
+  prefill and the first sampled token) and ``generate_s`` (the whole call). The same call
+  again in the process meets only lengths the first met: the median of its decode steps is the
+  steady state (``replayed_token_ms``), against which each decode step of the first call is
+  read (``new_length_token_ms``: their median; ``new_length_p90_ratio`` and
+  ``new_length_max_ratio``: their 90th percentile and slowest against the steady state);
+* ``train``: the first training steps of a 4-layer model (hidden 2048, otherwise as above;
+  float32 master weights, bf16 autocast, AdamW with its default foreach step) at batch
+  4 x 1024 tokens: ``first_step_s``, ``second_step_s`` and the losses.
 
 Scenarios, each with its own new folders for gems' cache (``GEMS_CACHE_DIR``) and Triton's
 (``TRITON_CACHE_DIR``):
 
 * ``empty``: empty caches, shipped tuning tables ignored (``GEMS_SHIPPED_TUNING=0``): a
   machine where gems never ran, from a backend without tables;
-* ``warm``: the caches a previous process of the same workload left (not measured);
+* ``warm``: the caches a previous process of the same workload left, compiling and tuning
+  in its calls (``GEMS_COMPILE=sync``, as ``python -m gems_core warmup`` does; not measured);
 * ``shipped``: empty caches, the backend's shipped tuning table for this device in use.
 
 ATen runs in the same conditions (the same kind of fresh process and environment, no gems
@@ -53,7 +61,7 @@ TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_atten
             num_key_value_heads=2, vocab_size=96, max_position_embeddings=64)
 SCENARIOS = ("empty", "warm", "shipped")
 PROVIDERS = ("aten", "gems")
-WORKLOADS = ("forward", "generate")
+WORKLOADS = ("forward", "generate", "train")
 
 
 # ---------------------------------------------------------------- the measured process
@@ -71,9 +79,12 @@ def _child(args: argparse.Namespace) -> dict:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(**(TINY if args.tiny else LLAMA))
+    shape = TINY if args.tiny else LLAMA
+    if args.workload == "train":
+        shape = {**shape, "num_hidden_layers": 2 if args.tiny else 4}
+    config = transformers.LlamaConfig(**shape)
     model = transformers.LlamaForCausalLM._from_config(config, attn_implementation="sdpa")
-    model = model.to(device, dtype).eval()
+    model = model.to(device, torch.float32 if args.workload == "train" else dtype).eval()
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     batch, seq = (1, 8) if args.tiny else (2, 384)
     prompt = 8 if args.tiny else 384
@@ -82,6 +93,10 @@ def _child(args: argparse.Namespace) -> dict:
     built = time.perf_counter()
     result: dict = {"import_s": imported - _STARTED, "build_s": built - imported}
     serving = gems.use_gems() if gems is not None else contextlib.nullcontext()
+    if args.workload == "train":
+        with serving:
+            result.update(_train(model, config, device, sync, g, args.tiny))
+        return _finish(result, gems)
     with serving, torch.no_grad():
         if args.workload == "forward":
             tokens = torch.randint(1, config.vocab_size, (batch, seq), generator=g).to(device)
@@ -92,20 +107,69 @@ def _child(args: argparse.Namespace) -> dict:
                 result[name] = time.perf_counter() - start
         else:
             tokens = torch.randint(1, config.vocab_size, (1, prompt), generator=g).to(device)
-            stamps: list[float] = []
-            start = time.perf_counter()
-            out = model.generate(
-                tokens, attention_mask=torch.ones_like(tokens), max_new_tokens=args.new_tokens,
-                min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0,
-                streamer=_Stamps(stamps, sync),
-            )
-            sync()
-            result["generate_s"] = time.perf_counter() - start
+            runs = []
+            for _ in range(2):  # the second meets only the lengths the first met
+                stamps: list[float] = []
+                start = time.perf_counter()
+                out = model.generate(
+                    tokens, attention_mask=torch.ones_like(tokens), max_new_tokens=args.new_tokens,
+                    min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0,
+                    streamer=_Stamps(stamps, sync),
+                )
+                sync()
+                runs.append((start, time.perf_counter(), stamps))
+            start, end, stamps = runs[0]
+            result["generate_s"] = end - start
             result["first_token_s"] = stamps[1] - start  # stamps[0]: the prompt handed over
             new = out.shape[1] - prompt
             result["new_tokens"] = new
-            if new > 1:
+            if new > 2:
                 result["later_token_ms"] = 1e3 * (stamps[-1] - stamps[1]) / (new - 1)
+                result.update(_steps(stamps, runs[1][2]))
+    return _finish(result, gems)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _steps(first: list[float], again: list[float]) -> dict:
+    """The first generation's decode steps (each at a KV length the process had not met)
+    against the steady state: the median decode step of the same generation again."""
+    new = [1e3 * (b - a) for a, b in zip(first[1:], first[2:])]
+    replayed = _median([1e3 * (b - a) for a, b in zip(again[1:], again[2:])])
+    ratios = sorted(step / replayed for step in new)
+    return {"new_length_token_ms": _median(new), "replayed_token_ms": replayed,
+            "new_length_p90_ratio": ratios[int(0.9 * (len(ratios) - 1))], "new_length_max_ratio": ratios[-1]}
+
+
+def _train(model, config, device: str, sync, g, tiny: bool) -> dict:
+    """Two training steps (bf16 autocast on a GPU, AdamW's default step): their times and
+    losses."""
+    import torch
+
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    batch, seq = (2, 8) if tiny else (4, 1024)
+    tokens = torch.randint(1, config.vocab_size, (batch, seq), generator=g).to(device)
+    autocast = torch.autocast(device, dtype=torch.bfloat16) if device == "cuda" else contextlib.nullcontext()
+    result: dict = {"losses": []}
+    for name in ("first_step_s", "second_step_s"):
+        start = time.perf_counter()
+        with autocast:
+            loss = model(tokens, labels=tokens).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        sync()
+        result[name] = time.perf_counter() - start
+        result["losses"].append(loss.item())
+    return result
+
+
+def _finish(result: dict, gems) -> dict:
     if gems is not None:
         from gems_core import runtime, tuning
 
@@ -170,8 +234,8 @@ def _case(args: argparse.Namespace, scenario: str, provider: str, workload: str)
                "GEMS_SHIPPED_TUNING": "1" if scenario == "shipped" else "0"}
         if args.tiny:
             env.setdefault("GEMS_DEVICE", "cpu")
-        if scenario == "warm":
-            primed = _run_child(args, provider, workload, env)
+        if scenario == "warm":  # the primer compiles and tunes all it meets, as the warm-up command does
+            primed = _run_child(args, provider, workload, {**env, "GEMS_COMPILE": "sync"})
             if "error" in primed:
                 return {"scenario": scenario, "provider": provider, "workload": workload, **primed}
         return {"scenario": scenario, "provider": provider, "workload": workload,
@@ -179,7 +243,9 @@ def _case(args: argparse.Namespace, scenario: str, provider: str, workload: str)
 
 
 def _table(results: list[dict]) -> str:
-    metrics = {"forward": ("first_forward_s",), "generate": ("first_token_s", "generate_s")}
+    metrics = {"forward": ("first_forward_s",), "generate": ("first_token_s", "generate_s", "new_length_token_ms",
+                                                                   "replayed_token_ms", "new_length_p90_ratio"),
+               "train": ("first_step_s",)}
     lines = [f"{'scenario':<9} {'workload':<9} {'metric':<16} {'aten':>9} {'gems':>9} {'gems/aten':>9}"]
     for scenario in SCENARIOS:
         for workload, names in metrics.items():
