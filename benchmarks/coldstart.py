@@ -171,9 +171,11 @@ def _train(model, config, device: str, sync, g, tiny: bool) -> dict:
 
 def _finish(result: dict, gems) -> dict:
     if gems is not None:
-        from gems_core import runtime, tuning
+        from gems_core import runtime, settings, tuning
 
-        table = runtime.current().selection.backend.call("gems_tuned_table", device_model=tuning.device_model())
+        table = None
+        if settings.get("GEMS_SHIPPED_TUNING"):
+            table = runtime.current().selection.backend.call("gems_tuned_table", device_model=tuning.device_model())
         result["benchmarks_run"] = tuning.benchmarks_run
         result["shipped_table"] = None if table is None else str(table) if isinstance(table, (str, os.PathLike)) else "mapping"
     return result

@@ -21,7 +21,10 @@ calls after that switch to gems' kernel when it is ready. ``GEMS_COMPILE=sync`` 
   worker checks that its source hashes as the process's does. Workers are a small pool of
   fresh interpreters started on first need (not ``multiprocessing``, whose ``spawn`` would run
   the user's script again in each), at a lower priority, with the GPUs hidden: compiling needs
-  no device. Compiling in a thread of the process instead would share the model thread's GIL
+  no device. A worker also builds the kernel's launcher where the process's Triton compiles
+  one per signature (3.6), and the process hashes Triton's installation (part of every
+  compile's cache key) in a thread meanwhile, so loading a kernel a worker compiled costs
+  milliseconds. Compiling in a thread of the process instead would share the model thread's GIL
   with Triton's code generator, which is Python, and leave one compile at a time; a thread
   is used only for a kernel no worker can import (one defined inside a function).
 - **Failures degrade.** A worker that dies turns background compiles off for the process,
@@ -53,7 +56,7 @@ from collections.abc import Callable, Hashable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import logs, runtime, settings
+from . import compat, logs, runtime, settings
 from .recording import recording
 
 _log = logs.get("launch")
@@ -129,6 +132,11 @@ class CompileJob:
     target: Any  # triton's GPUTarget
     source_hash: str
     cache_dir: str  # Triton's cache folder as the process has it
+    #: the class of the process's driver that makes a compiled kernel's launcher when the
+    #: process loads it (``module:qualname``; "" where unknown), built here too: Triton
+    #: versions that compile a C launcher per signature (3.6: a C compiler run, about a
+    #: quarter second) then find it in their cache
+    launcher: str = ""
 
 
 def job_for(kernel: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
@@ -159,7 +167,35 @@ def job_for(kernel: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
         requires=tuple(requires), signature=dict(signature), constexprs=dict(constexprs),
         attrs=dict(attrs), options=dict(options.__dict__), target=target,
         source_hash=ASTSource(kernel, signature, constexprs, attrs).hash(), cache_dir=knobs.cache.dir,
+        launcher=_launcher_class() if binder is None else "",
     )
+
+
+def _launcher_class() -> str:
+    """Where the active driver's launcher class is defined, as ``module:qualname``."""
+    from triton.runtime import driver
+
+    cls = getattr(driver.active, "launcher_cls", None)
+    if not isinstance(cls, type) or "<locals>" in cls.__qualname__:
+        return ""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _build_launcher(job: CompileJob, compiled: Any) -> None:
+    """Make ``compiled``'s launcher as the process's first load of it would, leaving what it
+    builds in Triton's cache. A launcher that needs a device (Triton versions with one
+    launcher for all signatures reach for the driver) fails here harmlessly: the process
+    makes its own."""
+    if not job.launcher:
+        return
+    module, _, qualname = job.launcher.partition(":")
+    try:
+        cls: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            cls = getattr(cls, part)
+        cls(compiled.src, compiled.metadata)
+    except Exception:  # noqa: BLE001 - an optimization: the process builds what is missing
+        pass
 
 
 def compile_job(job: CompileJob) -> float:
@@ -187,7 +223,8 @@ def compile_job(job: CompileJob) -> float:
     if source.hash() != job.source_hash:
         raise LookupError(f"{job.module}.{job.qualname} hashes differently in a worker")
     knobs.cache.dir = job.cache_dir
-    triton.compile(source, target=job.target, options=dict(job.options))
+    compiled = triton.compile(source, target=job.target, options=dict(job.options))
+    _build_launcher(job, compiled)
     return time.perf_counter() - started
 
 
@@ -414,6 +451,8 @@ def _pool() -> _Pool:
         if pool is None:
             pool = _pools["workers"] = _Pool(pool_size())
             atexit.register(pool.close)
+            # the process's first own load of a compiled kernel needs this: made meanwhile
+            threading.Thread(target=compat.prime_compile_key, name="gems-compile-key", daemon=True).start()
         return pool
 
 

@@ -274,3 +274,14 @@ def current_device_function() -> Callable[[], int]:
         torch.cuda.init()  # the raw query assumes an initialized CUDA
         return torch._C._cuda_getDevice
     return interface.current_device
+
+
+def prime_compile_key() -> None:
+    """Compute Triton's hash of its own installation, part of every compile's cache key
+    (hashing the package's files takes most of a second, once a process), before the first
+    compile needs it. Triton versions without it have nothing to prime."""
+    try:
+        from triton.runtime.cache import triton_key
+    except ImportError:
+        return
+    triton_key()

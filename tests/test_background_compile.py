@@ -305,6 +305,8 @@ target = TritonTarget("cuda", 90, 32)
 backend, bind = aot._binder(kernel, target)
 job = background.job_for(kernel, args, aot._launch_kwargs(kernel, constexprs, 4, 2, {{}}),
                          binder=(aot._gpu_target(target), backend, bind))
+from triton.backends.nvidia import driver as nvidia_driver
+job = dataclasses.replace(job, launcher="triton.backends.nvidia.driver:CudaLauncher")
 seconds = background._pool().submit(job).result(timeout=240)
 # a kernel whose source the worker finds different is refused, not compiled as something else
 refused = background._pool().submit(dataclasses.replace(job, source_hash="0")).exception(timeout=240)
@@ -315,8 +317,17 @@ def compiled_again(*args, **kwargs):
 ASTSource.make_ir = compiled_again  # a hit in Triton's cache makes no IR
 source = ASTSource(kernel, job.signature, job.constexprs, job.attrs)
 compiled = triton.compile(source, target=job.target, options=job.options)
+launcher = "one for all signatures"
+try:
+    nvidia_driver.library_dirs()
+except AssertionError:  # no libcuda on this machine: no launcher is built anywhere
+    launcher = "no driver library"
+if launcher != "no driver library" and hasattr(nvidia_driver, "make_launcher"):  # one per signature
+    import triton.runtime.build as build
+    build._build = compiled_again  # a hit in Triton's cache builds nothing
+    launcher = type(nvidia_driver.CudaLauncher(compiled.src, compiled.metadata).launch).__name__
 print(json.dumps({{"seconds": seconds, "hit": compiled.metadata.name, "requires": job.requires,
-                  "refused": str(refused)}}))
+                  "refused": str(refused), "launcher": launcher}}))
 """
 
 
@@ -328,6 +339,9 @@ def test_a_worker_compiles_what_the_process_then_finds_in_its_cache(tmp_path, ki
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
     assert outcome["seconds"] > 0 and "hashes differently in a worker" in outcome["refused"]
     assert outcome["hit"] == ("_arange_kernel" if kind == "module" else "pointwise_kernel")
+    # where the kernel's launcher is compiled per signature, the worker built it too
+    assert outcome["launcher"] in ("one for all signatures", "no driver library", "builtin_function_or_method",
+                                   "function")
     if kind == "generated":  # the worker imports the scalar function's module first
         assert outcome["requires"] == ["gems_core.ops.activation"]
 
