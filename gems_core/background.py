@@ -166,7 +166,8 @@ def job_for(kernel: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
         module=fn.__module__, qualname=fn.__qualname__, path=fn.__code__.co_filename,
         requires=tuple(requires), signature=dict(signature), constexprs=dict(constexprs),
         attrs=dict(attrs), options=dict(options.__dict__), target=target,
-        source_hash=ASTSource(kernel, signature, constexprs, attrs).hash(), cache_dir=knobs.cache.dir,
+        source_hash=getattr(kernel, "ASTSource", ASTSource)(kernel, signature, constexprs, attrs).hash(),
+        cache_dir=knobs.cache.dir,
         launcher=_launcher_class() if binder is None else "",
     )
 
@@ -219,7 +220,8 @@ def compile_job(job: CompileJob) -> float:
     kernel: Any = module
     for part in job.qualname.split("."):
         kernel = getattr(kernel, part)
-    source = ASTSource(kernel, dict(job.signature), dict(job.constexprs), dict(job.attrs))
+    source = getattr(kernel, "ASTSource", ASTSource)(kernel, dict(job.signature), dict(job.constexprs),
+                                                    dict(job.attrs))  # Gluon kernels have their own
     if source.hash() != job.source_hash:
         raise LookupError(f"{job.module}.{job.qualname} hashes differently in a worker")
     knobs.cache.dir = job.cache_dir

@@ -13,17 +13,21 @@ in and an offset, and a :class:`TensorMap` is encoded again over each call's add
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+from . import background
 from .compat import current_stream
 from .contract import LaunchedKernel
 from .launch_cache import plain_launch
 from .launch_cache import recording as _recording
 from .native.recorder import TensorMap
 
-__all__ = ["LaunchedKernel", "TensorMap", "current_stream", "plain_launch", "recording", "report",
-           "unrepeatable"]
+__all__ = ["LaunchedKernel", "TensorMap", "before_compile", "current_stream", "launched", "plain_launch",
+           "recording", "report", "unrepeatable"]
+
+#: variants' background compiles, by (kernel name, signature key)
+_pending: dict[Hashable, Any] = {}
 
 
 def recording() -> bool:
@@ -44,3 +48,22 @@ def unrepeatable() -> None:
     """The call this thread runs made a launch the layer cannot repeat: it keeps the Python
     path."""
     _recording.impure = True
+
+
+def before_compile(kernel: Any, args: Sequence[Any], options: Mapping[str, Any], key: Hashable) -> None:
+    """Call before a variant's first launch of a signature in this process (Triton's
+    ``kernel[grid](*args, **options)``, which compiles on a miss); ``key`` names the
+    signature. With background compiles (``GEMS_COMPILE``), while the call this thread runs has
+    launched nothing, this starts the kernel's compile in a worker process and raises, so that
+    ATen serves the call meanwhile; it returns when the call is to compile and launch: in sync
+    mode, once the background compile is done (Triton's cache then holds it), or when the
+    call has launched already and may not go to ATen (then it waits for a compile under way)."""
+    name = getattr(getattr(kernel, "fn", kernel), "__name__", "kernel")
+    background.await_compile(name, _pending, (name, key),
+                             lambda: background.job_for(kernel, tuple(args), dict(options)))
+
+
+def launched() -> None:
+    """The call this thread runs launched a kernel of its own: from here on it is not handed
+    to ATen whole (see :func:`before_compile`)."""
+    _recording.launched = True

@@ -27,7 +27,7 @@ from plugin_factory import run_code
 from triton.runtime.interpreter import GridExecutor
 
 import gems_core
-from gems_core import background, launch_cache, registry
+from gems_core import background, launch_cache, launches, registry, runtime
 
 #: entered whenever the interpreter runs a gems kernel
 KERNEL_RAN = [GridExecutor.__call__.__code__]
@@ -228,6 +228,45 @@ def test_a_call_that_launched_waits_for_its_next_kernel(slow: SlowCompiles) -> N
     assert time.perf_counter() - start >= 0.5 and watch.hit
     assert slow.asked == ["pointwise", "fill"]
     torch.testing.assert_close(out.double(), y.double() + 2.0, rtol=1.3e-6, atol=1e-5)
+
+
+def test_a_variants_own_kernel_compiles_in_the_background_as_the_cores_do(
+        slow: SlowCompiles, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend's kernel launched outside the launch cache (a variant's Gluon GEMM) calls
+    launches.before_compile before its first launch of a signature: ATen serves while a
+    worker compiles it; a call that launched already waits for it; sync mode asks nothing."""
+
+    def gemm_kernel() -> None:  # stands in for the variant's JIT function (named by __name__)
+        pass
+
+    runtime.current()  # the selected backend: background mode needs one
+    monkeypatch.setattr(launches, "_pending", {})
+    monkeypatch.setattr(background, "job_for", lambda kernel, args, options: (kernel, args, options))
+    slow.slow = {"gemm_kernel": 0.4}
+    ran: list[str] = []
+
+    def variant(key: str) -> None:  # what a variant's launcher does on a miss
+        launches.before_compile(gemm_kernel, (1, 2), {"num_warps": 4}, key)
+        ran.append(key)
+        launches.launched()
+
+    start = _start_compiling(lambda: variant("bf16"))
+    assert ran == [] and slow.asked == ["gemm_kernel"]
+    # launched already (its first kernel ran): waits for the compile under way, then launches
+    background.tracked(lambda: (launches.launched(), variant("bf16")))()
+    assert ran == ["bf16"] and time.perf_counter() - start >= 0.4 and slow.asked == ["gemm_kernel"]
+    background.tracked(lambda: variant("bf16"))()  # compiled: launches at once
+    assert ran == ["bf16", "bf16"]
+    # a launch marks the call: a later signature not compiled no longer sends it to ATen but
+    # is compiled in the call (nothing asked of the workers)
+    background.tracked(lambda: (variant("bf16"), variant("fp16")))()
+    assert ran[-2:] == ["bf16", "fp16"] and slow.asked == ["gemm_kernel"]
+    with pytest.raises(background.NotReady):  # launched nothing: to ATen, compiling meanwhile
+        background.tracked(lambda: variant("fp32"))()
+    assert ran[-1] == "fp16" and slow.asked == ["gemm_kernel"] * 2
+    monkeypatch.setenv("GEMS_COMPILE", "sync")
+    background.tracked(lambda: variant("int8"))()
+    assert ran[-1] == "int8" and len(slow.asked) == 2
 
 
 def test_an_in_place_op_aten_served_inside_a_call_is_that_calls_write(slow: SlowCompiles) -> None:

@@ -1,7 +1,8 @@
 """Kept launches of the NVIDIA backend's Gluon kernels.
 
 A kernel's first launch of a signature goes through Triton (``kernel[grid](...)``, which
-compiles on a miss); the compiled kernel it returns is kept, and later calls of the
+compiles on a miss; with background compiles, ATen serves the calls until a worker has
+compiled it: :func:`gems_core.launches.before_compile`); the compiled kernel it returns is kept, and later calls of the
 signature go to its launcher directly, without Triton's per-call binding and specialization
 of the arguments (a few microseconds of Python per argument). This is safe only for kernels
 that specialize nothing but their constexprs, which the signature key must name: their
@@ -153,6 +154,7 @@ class KeptLauncher:
         if launch is not None:
             launch(grid, launches.current_stream(key[0]), args)  # type: ignore[index]
         else:
+            launches.before_compile(self.kernel, args, self.options, key)  # ATen may serve meanwhile
             kernel = self.kernel[tuple(grid)](*args, **self.options)
             run, function = getattr(kernel, "run", None), getattr(kernel, "function", None)
             packed = getattr(kernel, "packed_metadata", None)
@@ -168,6 +170,7 @@ class KeptLauncher:
                 self._reported[key] = reported(kernel)
             except (AttributeError, KeyError, TypeError, ValueError):
                 self._reported[key] = None
+        launches.launched()
         if launches.recording():
             self._report(grid, args, key)
 
