@@ -145,7 +145,6 @@ def job_for(kernel: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
     from the kernel's own binder for the current device, or ``binder`` (target, backend,
     binding function) where given. Raises where a worker could not import the kernel."""
     from triton import knobs
-    from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
 
     fn = kernel.fn
@@ -166,7 +165,7 @@ def job_for(kernel: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
         module=fn.__module__, qualname=fn.__qualname__, path=fn.__code__.co_filename,
         requires=tuple(requires), signature=dict(signature), constexprs=dict(constexprs),
         attrs=dict(attrs), options=dict(options.__dict__), target=target,
-        source_hash=getattr(kernel, "ASTSource", ASTSource)(kernel, signature, constexprs, attrs).hash(),
+        source_hash=compat.source_class(kernel)(kernel, signature, constexprs, attrs).hash(),
         cache_dir=knobs.cache.dir,
         launcher=_launcher_class() if binder is None else "",
     )
@@ -203,7 +202,6 @@ def compile_job(job: CompileJob) -> float:
     """Compile ``job`` into Triton's cache (in a worker); the seconds it took."""
     import triton
     from triton import knobs
-    from triton.compiler import ASTSource
 
     started = time.perf_counter()
     for name in job.requires:
@@ -220,8 +218,7 @@ def compile_job(job: CompileJob) -> float:
     kernel: Any = module
     for part in job.qualname.split("."):
         kernel = getattr(kernel, part)
-    source = getattr(kernel, "ASTSource", ASTSource)(kernel, dict(job.signature), dict(job.constexprs),
-                                                    dict(job.attrs))  # Gluon kernels have their own
+    source = compat.source_class(kernel)(kernel, dict(job.signature), dict(job.constexprs), dict(job.attrs))
     if source.hash() != job.source_hash:
         raise LookupError(f"{job.module}.{job.qualname} hashes differently in a worker")
     knobs.cache.dir = job.cache_dir

@@ -285,3 +285,20 @@ def prime_compile_key() -> None:
     except ImportError:
         return
     triton_key()
+
+
+def source_class(kernel: Any) -> type:
+    """The class of compile source Triton makes for a JIT function (a Gluon kernel has its
+    own), also in a process where the function was never bound to a device, where Triton
+    has not attached it yet."""
+    cls = getattr(kernel, "ASTSource", None)
+    if isinstance(cls, type):
+        return cls
+    is_gluon = getattr(kernel, "is_gluon", None)
+    if callable(is_gluon) and is_gluon():
+        from triton.experimental.gluon._runtime import GluonASTSource
+
+        return GluonASTSource
+    from triton.compiler import ASTSource
+
+    return ASTSource

@@ -330,20 +330,32 @@ kernel = pointwise._load_generated(pointwise._generate(op.fn_id, 1, ("tensor",),
 args = (torch.empty(1000), torch.empty(1000), 1000, 1, 1)
 constexprs = dict(COMPUTE=tl.float32, BLOCK_SIZE=256, INT64=False)
 """,
+    # a backend's Gluon kernel (launched outside the launch cache: launches.before_compile)
+    "gluon": """
+from gems_backend_nvidia import gemm_sm90 as G
+kernel, config = G.gemm_kernel, G.CONFIGS[0]
+blocks = G._blocks(config, False)
+a, b, out = (torch.empty(256, 256, dtype=torch.bfloat16) for _ in range(3))
+def desc(t, block):
+    return G.TensorDescriptor(t, list(t.shape), [t.stride(0), 1], list(block), G._layout(t.dtype, *block))
+args = (desc(a, blocks[0]), desc(b, blocks[1]), desc(out, blocks[2]), 256, 256, 256, 1.0, out, 0, 0.0,
+        config.stages, False, config.group_m, 0, G.CONSUMER_REGISTERS, G.LOADER_REGISTERS)
+constexprs = {}
+options = {"num_warps": 4, "maxnreg": G.MAX_REGISTERS}
+""",
 }
 
 WORKER_COMPILE = """
 import dataclasses, json
 import torch, triton
 import triton.language as tl
-from triton.compiler import ASTSource
-from gems_core import aot, background
+from gems_core import aot, background, compat
 from gems_core.contract import TritonTarget
 {kernel}
 target = TritonTarget("cuda", 90, 32)
 backend, bind = aot._binder(kernel, target)
-job = background.job_for(kernel, args, aot._launch_kwargs(kernel, constexprs, 4, 2, {{}}),
-                         binder=(aot._gpu_target(target), backend, bind))
+kwargs = options if "options" in globals() else aot._launch_kwargs(kernel, constexprs, 4, 2, {{}})
+job = background.job_for(kernel, args, kwargs, binder=(aot._gpu_target(target), backend, bind))
 from triton.backends.nvidia import driver as nvidia_driver
 job = dataclasses.replace(job, launcher="triton.backends.nvidia.driver:CudaLauncher")
 seconds = background._pool().submit(job).result(timeout=240)
@@ -353,8 +365,9 @@ refused = background._pool().submit(dataclasses.replace(job, source_hash="0")).e
 def compiled_again(*args, **kwargs):
     raise AssertionError("the kernel was compiled again")
 
-ASTSource.make_ir = compiled_again  # a hit in Triton's cache makes no IR
-source = ASTSource(kernel, job.signature, job.constexprs, job.attrs)
+source_class = compat.source_class(kernel)  # a Gluon kernel's is Gluon's
+source_class.make_ir = compiled_again  # a hit in Triton's cache makes no IR
+source = source_class(kernel, job.signature, job.constexprs, job.attrs)
 compiled = triton.compile(source, target=job.target, options=job.options)
 launcher = "one for all signatures"
 try:
@@ -377,7 +390,7 @@ def test_a_worker_compiles_what_the_process_then_finds_in_its_cache(tmp_path, ki
     assert result.returncode == 0, result.stderr[-3000:]
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
     assert outcome["seconds"] > 0 and "hashes differently in a worker" in outcome["refused"]
-    assert outcome["hit"] == ("_arange_kernel" if kind == "module" else "pointwise_kernel")
+    assert outcome["hit"] == {"module": "_arange_kernel", "generated": "pointwise_kernel", "gluon": "gemm_kernel"}[kind]
     # where the kernel's launcher is compiled per signature, the worker built it too
     assert outcome["launcher"] in ("one for all signatures", "no driver library", "builtin_function_or_method",
                                    "function")
