@@ -2,7 +2,7 @@
 
 A Triton kernel compiles on the user's machine the first time a signature is met, which
 takes seconds; ATen's kernels ship compiled. In background mode (``GEMS_COMPILE=background``,
-or ``auto`` on an accelerator; the default is ``sync``) the first call of a signature whose
+or ``auto``, the default, on an accelerator) the first call of a signature whose
 kernel is not compiled yet runs on ATen at once, while the kernel compiles elsewhere; the
 calls after that switch to gems' kernel when it is ready. ``GEMS_COMPILE=sync`` compiles (and tunes) before the call returns.
 
@@ -52,9 +52,11 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Hashable, Mapping, MutableMapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 from . import compat, logs, runtime, settings
 from .recording import recording
@@ -99,21 +101,49 @@ def tracked(fn: Callable[..., Any]) -> Callable[..., Any]:
     sets it); what the call launched counts for the calls around it."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        outer = recording.launched
-        recording.launched = False
+        outer, outer_args = recording.launched, recording.call_args
+        recording.launched, recording.call_args = False, (args, kwargs)
         try:
             return fn(*args, **kwargs)
         finally:
             recording.launched = None if outer is None else outer or recording.launched
+            recording.call_args = outer_args
 
     return call
 
 
-def wrote_through_aten() -> None:
-    """An in-place or ``out=`` op called inside another call was served by ATen: the outer
-    call has written memory it does not own and may no longer be handed to ATen."""
-    if recording.launched is False:
+def wrote_through_aten(written: Iterable[Any] = ()) -> None:
+    """An in-place or ``out=`` op called inside another call was served by ATen, writing
+    ``written`` (tensors, lists of tensors): where that is memory of the outer call's
+    arguments, the outer call may no longer be handed to ATen. Tensors the call made itself
+    (a buffer it zeroes, an upload into a new device tensor) do not bind it."""
+    if recording.launched is False and _touches_arguments(written):
         recording.launched = True
+
+
+def _storages(values: Iterable[Any]) -> set[int] | None:
+    """The addresses of the storages of the tensors among ``values`` (and in their lists);
+    None where one has no storage to tell."""
+    found: set[int] = set()
+    for value in values:
+        for tensor in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(tensor, torch.Tensor):
+                try:
+                    found.add(tensor.untyped_storage().data_ptr())
+                except (RuntimeError, NotImplementedError):
+                    return None
+    return found
+
+
+def _touches_arguments(written: Iterable[Any]) -> bool:
+    called = recording.call_args
+    if called is None:
+        return True
+    targets = _storages(written)
+    sources = _storages((*called[0], *called[1].values()))
+    if targets is None or sources is None:
+        return True
+    return bool((targets - {0}) & sources)  # an empty tensor (address 0) is not written
 
 
 @dataclass(frozen=True)
@@ -307,8 +337,10 @@ def _turn_off(reason: str) -> None:
 # ---------------------------------------------------------------- workers
 
 def pool_size() -> int:
-    """Worker processes: a few, leaving most cores to the model's own host threads."""
-    return max(1, min(4, (os.cpu_count() or 2) // 4))
+    """Worker processes: up to 8, leaving at least half the cores to the model's own host
+    threads (a cold Llama forward and training step meet 30-60 kernels: with 4 workers on an
+    H100 host the last compiled about 30 s after the first call)."""
+    return max(1, min(8, (os.cpu_count() or 2) // 2 - 1))
 
 
 def _worker_command() -> list[str]:

@@ -148,10 +148,15 @@ _DECLINED = "gems' kernel does not take these arguments (NotImplemented)"
 _COMPILING = "its kernel compiles in the background"
 
 
-def _mutable(name: str) -> bool:
-    """Whether overload ``name`` writes into an argument (in-place, ``out=``)."""
+def _written(name: str) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
+    """The positions and names of the arguments overload ``name`` writes into (in-place,
+    ``out=``); None where it writes none."""
     packet, _, overload = name.partition(".")
-    return getattr(getattr(torch.ops.aten, packet), overload or "default")._schema.is_mutable
+    schema = getattr(getattr(torch.ops.aten, packet), overload or "default")._schema
+    if not schema.is_mutable:
+        return None
+    written = [(i, a.name) for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+    return tuple(i for i, _ in written), tuple(n for _, n in written)
 
 
 def _note(name: str, how: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -181,8 +186,10 @@ def _make_kernel(
         """ATen's kernel for the call; ``why`` (none for ATen calls gems' own kernels make
         in the interpreter) goes to the log."""
         recording.impure = True  # a call (partly) served by ATen is not one to repeat natively
-        if writes:
-            background.wrote_through_aten()
+        if writes is not None:
+            positions, names = writes
+            background.wrote_through_aten([*(args[i] for i in positions if i < len(args)),
+                                           *(kwargs[n] for n in names if n in kwargs)])
         if why and _log.isEnabledFor(logging.DEBUG):
             _note(impl.name, f"ATen, {why}", args, kwargs)
         return aten_kernel(keyset, *args, **kwargs)
@@ -193,7 +200,7 @@ def _make_kernel(
     # background compiles: a call may go to ATen until it launched a kernel (and an in-place
     # or out= op served by ATen inside another call counts as that call's write)
     deferring = background.mode(rt) == "background"
-    writes = deferring and _mutable(impl.name)
+    writes = _written(impl.name) if deferring else None
     if deferring:
         fn = background.tracked(fn)
     gate = rt.policy.gate_for(impl.name)

@@ -20,6 +20,8 @@ class _Recording(threading.local):
     #: False inside a dispatched op call that has launched no kernel yet (which ATen may then
     #: still serve whole: gems_core.background); every launch sets it
     launched: bool | None = None
+    #: that call's (args, kwargs): what ATen serving an in-place op inside it may not touch
+    call_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None
     #: set when ATen served a call because its kernel still compiles in the background: the
     #: native layer records the call again later instead of refusing it for good
     deferred = False

@@ -79,11 +79,11 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "backend:arch[:warp size]: compile kernels for a chip that is not here, run none"),
     Setting("GEMS_CACHE_DIR", "", _text,
             "where generated kernels, tuning choices and the native layer are kept (default ~/.cache/gems)"),
-    Setting("GEMS_COMPILE", "sync", _choice("auto", "sync", "background"),
-            "sync (default): compile (and tune) a kernel before its first call returns; background: "
+    Setting("GEMS_COMPILE", "auto", _choice("auto", "sync", "background"),
+            "auto (default): background on accelerators, sync on the CPU interpreter; background: "
             "ATen serves a call whose kernel is not compiled yet while worker processes compile it, "
             "and untuned shapes take their first config (tune with python -m gems_core warmup); "
-            "auto: background on accelerators, sync on the CPU interpreter"),
+            "sync: compile (and tune) a kernel before its first call returns"),
     Setting("GEMS_AUTOTUNE", "1", _flag,
             "0: take each kernel's first config instead of benchmarking the candidates"),
     Setting("GEMS_SHIPPED_TUNING", "1", _flag, "0: ignore the backend's shipped tuning tables"),

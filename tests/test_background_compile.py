@@ -276,11 +276,35 @@ def test_an_in_place_op_aten_served_inside_a_call_is_that_calls_write(slow: Slow
     slow.slow = {"pointwise": None, "fill": 0.5}
     out, other, source = torch.randn(7, 3), torch.randn(4), torch.randn(7, 3, dtype=torch.float64)
     start = _start_compiling(lambda: _impl("fill_.Scalar")(torch.randn(4), 3.0))
-    body = background.tracked(lambda: (out.copy_(source), _impl("fill_.Scalar")(other, 3.0)))
+    body = background.tracked(lambda out, other: (out.copy_(source), _impl("fill_.Scalar")(other, 3.0)))
     with gems_core.use_gems(include=["copy_"]):
-        body()
+        body(out, other)
     assert time.perf_counter() - start >= 0.5 and slow.asked == ["fill", "pointwise"]
     assert torch.equal(out, source.float()) and torch.equal(other, torch.full((4,), 3.0))
+
+
+def test_aten_writing_a_tensor_the_call_made_leaves_the_call_free_to_go_to_aten(slow: SlowCompiles) -> None:
+    """The same body copying into a buffer of its own (a new tensor, as an upload or a zeroed
+    accumulator is) before its first kernel: nothing of its arguments was written, so the call
+    still goes to ATen whole while its kernel compiles; a view of an argument binds it."""
+    slow.slow = {"pointwise": None, "fill": 0.5}
+    other, source = torch.randn(4), torch.randn(7, 3, dtype=torch.float64)
+    before = other.clone()
+
+    def body(other: torch.Tensor, scratch_of=None) -> None:
+        scratch = torch.empty(7, 3) if scratch_of is None else scratch_of[:7, :3]
+        scratch.copy_(source)  # ATen's: copy_'s kernel compiles
+        _impl("fill_.Scalar")(other, 3.0)
+
+    start = time.perf_counter()
+    with gems_core.use_gems(include=["copy_"]):
+        with pytest.raises(background.NotReady):
+            background.tracked(body)(other)
+        assert torch.equal(other, before) and slow.asked == ["pointwise", "fill"]
+        mine = torch.randn(8, 4)
+        background.tracked(body)(other, mine)  # wrote into an argument: waits for the fill
+    assert time.perf_counter() - start >= 0.5 and torch.equal(other, torch.full((4,), 3.0))
+    assert torch.equal(mine[:7, :3], source.float()) and slow.asked.count("fill") == 1
 
 
 def test_a_dead_worker_degrades_to_sync_with_one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
