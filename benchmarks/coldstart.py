@@ -202,7 +202,10 @@ def _run_child(args: argparse.Namespace, provider: str, workload: str, env: dict
     command = [sys.executable, __file__, "--child", "--provider", provider, "--workload", workload,
                "--new-tokens", str(args.new_tokens)] + (["--tiny"] if args.tiny else [])
     start = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"the process took over {args.timeout:g} s (--timeout)", "process_s": args.timeout}
     wall = time.perf_counter() - start
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["exit status %d" % done.returncode])[-1],
@@ -285,16 +288,16 @@ def main() -> int:
         unknown = set(chosen[name]) - set(known)
         if unknown:
             parser.error(f"unknown {name}: {', '.join(sorted(unknown))} (known: {', '.join(known)})")
-    results = []
+    results: list[dict] = []
+    report = {"environment": _environment(), "tiny": args.tiny, "new_tokens": args.new_tokens, "results": results}
     for scenario in chosen["scenarios"]:
         for workload in chosen["workloads"]:
             for provider in chosen["providers"]:
                 print(f"{scenario} {workload} {provider} ...", file=sys.stderr, flush=True)
                 results.append(_case(args, scenario, provider, workload))
-    report = {"environment": _environment(), "tiny": args.tiny, "new_tokens": args.new_tokens, "results": results}
+                if args.out:  # after each case: a run stopped early keeps what it measured
+                    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(_table(results))
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     return 1 if any("error" in r for r in results) else 0
 
 
