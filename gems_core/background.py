@@ -67,7 +67,7 @@ _log = logs.get("launch")
 class NotReady(BaseException):  # noqa: N818 - a signal, like StopIteration
     """The kernel a call needs compiles in the background: ATen serves the call. A
     ``BaseException`` so that op code handling its own errors (``except Exception``) lets
-    it through to the dispatcher."""
+    it through to the dispatcher. Its arguments: the kernel's name and the compile's future."""
 
 
 def mode(rt: runtime.Runtime | None = None) -> str:
@@ -98,13 +98,28 @@ def describe() -> str:
 def tracked(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` (an op's implementation) keeping, per thread, whether its call launched a
     kernel yet (``recording.launched``: False until the call launches one, when the launch
-    sets it); what the call launched counts for the calls around it."""
+    sets it); what the call launched counts for the calls around it.
+
+    While the compile that sent the op's last call to ATen runs, the op's next calls go to
+    ATen at once, without running ``fn`` up to the same wait: in the seconds compiles take, a
+    model meets each op hundreds of times, and ``fn``'s Python before its launch costs several
+    times ATen's whole call. (A call of other shapes may so wait for that compile too: it
+    runs on gems once it is done.)"""
+    waiting: list[Any] = [None]  # the compile the op's last call went to ATen for
 
     def call(*args: Any, **kwargs: Any) -> Any:
+        compiling = waiting[0]
+        if compiling is not None:
+            if not compiling.done():
+                raise NotReady("waiting", compiling)
+            waiting[0] = None
         outer, outer_args = recording.launched, recording.call_args
         recording.launched, recording.call_args = False, (args, kwargs)
         try:
             return fn(*args, **kwargs)
+        except NotReady as exc:
+            waiting[0] = exc.args[1] if len(exc.args) > 1 else None
+            raise
         finally:
             recording.launched = None if outer is None else outer or recording.launched
             recording.call_args = outer_args
@@ -311,7 +326,7 @@ def await_compile(name: str, pending: MutableMapping[Hashable, Any], key: Hashab
         if deferrable:
             if _log.isEnabledFor(logging.DEBUG):
                 logs.once(_log, ("background", name, key), "compiling %s in the background; ATen serves", name)
-            raise NotReady(name)
+            raise NotReady(name, future)
         # this call may not go to ATen: it compiles a job still queued itself, and waits for
         # one under way (for a while: a worker that hangs must not hang the call)
         if future.cancel() or not concurrent.futures.wait([future], timeout=WAIT_LIMIT).done:

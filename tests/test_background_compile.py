@@ -197,6 +197,34 @@ def _impl(name: str) -> Callable[..., object]:
     return registry.all_impls()[name].fn
 
 
+def test_an_op_waiting_for_its_compile_goes_to_aten_without_running_its_body(slow: SlowCompiles) -> None:
+    """While the compile that sent an op's call to ATen runs, the op's next calls go to ATen
+    at once (its Python is not run up to the same wait again); once it is done, gems serves."""
+    slow.slow = {"pointwise": None}
+    entered: list[int] = []
+
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        entered.append(1)
+        return _impl("add.Tensor")(x, y)
+
+    body = background.tracked(add)
+    x, y = torch.randn(5, 3), torch.randn(5, 3)
+    for _ in range(3):
+        with pytest.raises(background.NotReady):
+            body(x, y)
+    assert len(entered) == 1 and slow.asked == ["pointwise"]
+    slow.finish()
+    with RouteWatch(KERNEL_RAN) as watch:
+        result = body(x, y)
+    assert len(entered) == 2 and watch.hit
+    torch.testing.assert_close(result.double(), x.double() + y.double(), rtol=1.3e-6, atol=1e-5)
+    with gems_core.use_gems(include=["add"]):  # through the dispatcher: ATen's results meanwhile
+        slow.slow = {"pointwise": None}
+        z = torch.randn(4, 9, 2)
+        results = [torch.add(z, 1.5) for _ in range(3)]
+    assert all(torch.equal(r, z + 1.5) for r in results) and slow.asked == ["pointwise", "pointwise"]
+
+
 def test_a_call_that_launched_nothing_goes_to_aten_untouched(slow: SlowCompiles) -> None:
     """An op's body that would fill its output and then add to it: its first kernel is not
     ready, so nothing is written and the call goes to ATen (NotReady)."""
