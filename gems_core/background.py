@@ -6,14 +6,16 @@ or ``auto``, the default, on an accelerator) the first call of a signature whose
 kernel is not compiled yet runs on ATen at once, while the kernel compiles elsewhere; the
 calls after that switch to gems' kernel when it is ready. ``GEMS_COMPILE=sync`` compiles (and tunes) before the call returns.
 
-- **Only whole calls go to ATen.** :func:`tracked` wraps each dispatched call: a call may
-  be handed to ATen (:class:`NotReady`) only while it has launched no kernel, on this thread,
-  itself or through the gems ops it calls, and no in-place or ``out=`` op it called was served
-  by ATen. Past that point a kernel that is not ready is compiled (or awaited) in the call,
-  so an in-place or ``out=`` op is never left half-written. What is seen is what runs gems'
-  Python: kernels launched and ops called through the dispatcher, not a call the native
-  layer replays in C++; so an op's code calls in-place ops on its own arguments only after
-  its first launch.
+- **Only whole calls go to ATen.** :func:`tracked` wraps each dispatched call: a call of
+  an in-place or ``out=`` op may be handed to ATen (:class:`NotReady`) only while it has
+  launched no kernel, on this thread, itself or through the gems ops it calls, and no
+  in-place or ``out=`` op it called was served by ATen writing its arguments. Past that point
+  a kernel that is not ready is compiled (or awaited) in the call, so such an op is never
+  left half-written. A functional op's call (one writing none of its arguments) may go to
+  ATen at any point: what it launched wrote only tensors it made. What is seen is what runs
+  gems' Python: kernels launched and ops called through the dispatcher, not a call the
+  native layer replays in C++; so an op's code calls in-place ops on its own arguments only
+  after its first launch.
 - **Compiles run in worker processes.** A worker compiles the same kernel as the process
   would (the function imported from its module, the signature, constexprs, attributes,
   options and target the process's own Triton binder gave), into Triton's on-disk cache; the
@@ -95,10 +97,13 @@ def describe() -> str:
             f"{workers} worker process{'es' if workers > 1 else ''} compile{'' if workers > 1 else 's'} it")
 
 
-def tracked(fn: Callable[..., Any]) -> Callable[..., Any]:
+def tracked(fn: Callable[..., Any], free: bool = False) -> Callable[..., Any]:
     """``fn`` (an op's implementation) keeping, per thread, whether its call launched a
     kernel yet (``recording.launched``: False until the call launches one, when the launch
-    sets it); what the call launched counts for the calls around it.
+    sets it); what the call launched counts for the calls around it. A ``free`` op (one that
+    writes none of its arguments) may go to ATen whole after it launched too: its kernels
+    wrote only tensors it made, which ATen's call replaces; so an op of several kernels
+    whose second is not compiled yet goes to ATen instead of waiting for it.
 
     While the compile that sent the op's last call to ATen runs, the op's next calls go to
     ATen at once, without running ``fn`` up to the same wait: in the seconds compiles take, a
@@ -113,8 +118,8 @@ def tracked(fn: Callable[..., Any]) -> Callable[..., Any]:
             if not compiling.done():
                 raise NotReady("waiting", compiling)
             waiting[0] = None
-        outer, outer_args = recording.launched, recording.call_args
-        recording.launched, recording.call_args = False, (args, kwargs)
+        outer, outer_args, outer_free = recording.launched, recording.call_args, recording.free
+        recording.launched, recording.call_args, recording.free = False, (args, kwargs), free
         try:
             return fn(*args, **kwargs)
         except NotReady as exc:
@@ -122,7 +127,7 @@ def tracked(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise
         finally:
             recording.launched = None if outer is None else outer or recording.launched
-            recording.call_args = outer_args
+            recording.call_args, recording.free = outer_args, outer_free
 
     return call
 
@@ -132,8 +137,8 @@ def wrote_through_aten(written: Iterable[Any] = ()) -> None:
     ``written`` (tensors, lists of tensors): where that is memory of the outer call's
     arguments, the outer call may no longer be handed to ATen. Tensors the call made itself
     (a buffer it zeroes, an upload into a new device tensor) do not bind it."""
-    if recording.launched is False and _touches_arguments(written):
-        recording.launched = True
+    if (recording.launched is False or recording.free) and _touches_arguments(written):
+        recording.launched, recording.free = True, False
 
 
 def _storages(values: Iterable[Any]) -> set[int] | None:
@@ -309,7 +314,7 @@ def await_compile(name: str, pending: MutableMapping[Hashable, Any], key: Hashab
     (its background compile is done, or this call may not go to ATen: then it waits for one
     under way); raise :class:`NotReady` when ATen serves the call meanwhile. ``pending``
     holds the background compiles by key; ``make_job()`` describes one (:func:`_start`)."""
-    deferrable = recording.launched is False and mode() == "background"
+    deferrable = (recording.launched is False or recording.free) and mode() == "background"
     future = pending.get(key)
     if future is None:
         if not deferrable:

@@ -202,7 +202,7 @@ def _make_kernel(
     deferring = background.mode(rt) == "background"
     writes = _written(impl.name) if deferring else None
     if deferring:
-        fn = background.tracked(fn)
+        fn = background.tracked(fn, free=writes is None)
     gate = rt.policy.gate_for(impl.name)
     gated = frozenset(_torch_dtype(d) for d in gate) if gate else frozenset()
     always_aten = gate is not None and not gate

@@ -22,6 +22,9 @@ class _Recording(threading.local):
     launched: bool | None = None
     #: that call's (args, kwargs): what ATen serving an in-place op inside it may not touch
     call_args: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+    #: that call is of a functional op (it writes none of its arguments): what it launched
+    #: wrote only tensors it made, so ATen may still serve it whole after a launch
+    free = False
     #: set when ATen served a call because its kernel still compiles in the background: the
     #: native layer records the call again later instead of refusing it for good
     deferred = False
