@@ -17,7 +17,11 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import gems_core
+# the demo shows gems' kernels serving the forward: on a GPU they compile in its calls rather
+# than in the background while ATen serves (the default there)
+os.environ.setdefault("GEMS_COMPILE", "sync")
+
+import gems_core  # noqa: E402
 
 
 class Block(nn.Module):
