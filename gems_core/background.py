@@ -110,20 +110,20 @@ def tracked(fn: Callable[..., Any], free: bool = False) -> Callable[..., Any]:
     model meets each op hundreds of times, and ``fn``'s Python before its launch costs several
     times ATen's whole call. (A call of other shapes may so wait for that compile too: it
     runs on gems once it is done.)"""
-    waiting: list[Any] = [None]  # the compile the op's last call went to ATen for
+    waiting: list[Any] = [None]  # NotReady's (kernel, future) of the op's last call
 
     def call(*args: Any, **kwargs: Any) -> Any:
         compiling = waiting[0]
         if compiling is not None:
-            if not compiling.done():
-                raise NotReady("waiting", compiling)
+            if not compiling[1].done():
+                raise NotReady(*compiling)
             waiting[0] = None
         outer, outer_args, outer_free = recording.launched, recording.call_args, recording.free
         recording.launched, recording.call_args, recording.free = False, (args, kwargs), free
         try:
             return fn(*args, **kwargs)
         except NotReady as exc:
-            waiting[0] = exc.args[1] if len(exc.args) > 1 else None
+            waiting[0] = exc.args if len(exc.args) > 1 else None
             raise
         finally:
             recording.launched = None if outer is None else outer or recording.launched
@@ -137,7 +137,7 @@ def wrote_through_aten(written: Iterable[Any] = ()) -> None:
     ``written`` (tensors, lists of tensors): where that is memory of the outer call's
     arguments, the outer call may no longer be handed to ATen. Tensors the call made itself
     (a buffer it zeroes, an upload into a new device tensor) do not bind it."""
-    if (recording.launched is False or recording.free) and _touches_arguments(written):
+    if recording.may_defer() and _touches_arguments(written):
         recording.launched, recording.free = True, False
 
 
@@ -240,12 +240,16 @@ def _build_launcher(job: CompileJob, compiled: Any) -> None:
         return
     module, _, qualname = job.launcher.partition(":")
     try:
-        cls: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            cls = getattr(cls, part)
-        cls(compiled.src, compiled.metadata)
+        _attribute(importlib.import_module(module), qualname)(compiled.src, compiled.metadata)
     except Exception:  # noqa: BLE001 - an optimization: the process builds what is missing
         pass
+
+
+def _attribute(root: Any, qualname: str) -> Any:
+    """``root``'s attribute at dotted ``qualname``."""
+    for part in qualname.split("."):
+        root = getattr(root, part)
+    return root
 
 
 def compile_job(job: CompileJob) -> float:
@@ -265,9 +269,7 @@ def compile_job(job: CompileJob) -> float:
         module = importlib.util.module_from_spec(spec)
         sys.modules[job.module] = module
         spec.loader.exec_module(module)
-    kernel: Any = module
-    for part in job.qualname.split("."):
-        kernel = getattr(kernel, part)
+    kernel = _attribute(module, job.qualname)
     source = compat.source_class(kernel)(kernel, dict(job.signature), dict(job.constexprs), dict(job.attrs))
     if source.hash() != job.source_hash:
         raise LookupError(f"{job.module}.{job.qualname} hashes differently in a worker")
@@ -314,7 +316,7 @@ def await_compile(name: str, pending: MutableMapping[Hashable, Any], key: Hashab
     (its background compile is done, or this call may not go to ATen: then it waits for one
     under way); raise :class:`NotReady` when ATen serves the call meanwhile. ``pending``
     holds the background compiles by key; ``make_job()`` describes one (:func:`_start`)."""
-    deferrable = (recording.launched is False or recording.free) and mode() == "background"
+    deferrable = recording.may_defer() and mode() == "background"
     future = pending.get(key)
     if future is None:
         if not deferrable:

@@ -155,7 +155,8 @@ def _written(name: str) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
     schema = getattr(getattr(torch.ops.aten, packet), overload or "default")._schema
     if not schema.is_mutable:
         return None
-    written = [(i, a.name) for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+    written = [(i, a.name) for i, a in enumerate(schema.arguments)
+               if a.alias_info is not None and a.alias_info.is_write]
     return tuple(i for i, _ in written), tuple(n for _, n in written)
 
 

@@ -173,7 +173,7 @@ class LaunchCache:
 
             from .codegen.interpreted_casts import aten_bf16_rounding
 
-            if recording.launched is False or recording.free or self._pending:
+            if recording.may_defer() or self._pending:
                 # the interpreter compiles nothing, but a background compile may be simulated
                 key = self._key(args, constexprs, config, options)
                 background.await_compile(self.name, self._pending, key, lambda: None)
@@ -283,7 +283,7 @@ class LaunchCache:
             self._compiled(key, constexprs, start)
             return None
         how = (key, grid, args, constexprs, num_warps, num_stages, extra)
-        if recording.launched is False or recording.free or key in self._pending:
+        if recording.may_defer() or key in self._pending:
             background.await_compile(self.name, self._pending, key, lambda: self._job(how))
         return self._compile_now(how, start)
 

@@ -351,7 +351,8 @@ def build_policy(selection: Selection) -> Policy:
 
 
 def check_tunables(policy: Policy, backend: str, limits: Limits, known: Mapping[str, Any],
-                   served: Iterable[str], forms: Callable[[str], Mapping[str, Iterable[str]]] | None = None) -> Policy:
+                   served: Iterable[str],
+                   forms: Callable[[str], Mapping[str, Iterable[str]]] | None = None) -> Policy:
     """``policy`` without the configs and compiler options that name no core tunable (in
     ``known``, by name: objects with ``params`` and ``optional``) or do not fit it or the
     chip's ``limits``, nor overrides of overloads gems does not serve (not in ``served``),

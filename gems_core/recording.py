@@ -29,5 +29,10 @@ class _Recording(threading.local):
     #: native layer records the call again later instead of refusing it for good
     deferred = False
 
+    def may_defer(self) -> bool:
+        """Whether ATen may still serve the dispatched call this thread runs whole: it has
+        launched nothing yet, or it is of a functional op."""
+        return self.launched is False or self.free
+
 
 recording = _Recording()
