@@ -652,3 +652,27 @@ def test_operands_that_overlap_do_not_share_a_key_with_operands_apart(fake):  # 
     assert len(calls) == 2
     torch.ops.gems_native_test.both(base[:8], base[4:12])  # meeting halves: not that recipe
     assert len(calls) == 3
+
+
+def test_a_build_left_unfinished_by_a_dead_process_does_not_block_the_next(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """torch's build marker ("lock") that a process stopped mid-build leaves is removed
+    under gems' OS lock, which no dead process holds; while a live process holds that lock,
+    another one waits for it (and then finds the finished build)."""
+    import subprocess
+    import sys
+
+    from torch.utils import cpp_extension
+
+    pytest.importorskip("fcntl")
+    (tmp_path / "lock").write_text("")  # what a killed build leaves
+    seen = []
+    monkeypatch.setattr(native, "build_directory", lambda: tmp_path)
+    monkeypatch.setattr(cpp_extension, "load", lambda **kw: seen.append((tmp_path / "lock").exists()) or "built")
+    assert native._build(quiet=True) == "built" and seen == [False]
+
+    probe = ("import fcntl, sys; f = open(sys.argv[1], 'a')\n"
+             "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept OSError:\n    sys.exit(3)\n")
+    with native.build_lock(tmp_path):
+        held = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "gems-build.lock")], timeout=60)
+    free = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "gems-build.lock")], timeout=60)
+    assert (held.returncode, free.returncode) == (3, 0)

@@ -126,7 +126,7 @@ def test_learning_rate_as_a_tensor(cls: type) -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("name", ["adamw", "adamw_amsgrad", "sgd_momentum"])
-def test_foreach_optimizers_match_aten(name: str, dtype: torch.dtype) -> None:
+def test_foreach_optimizers_match_aten(name: str, dtype: torch.dtype, checker: str) -> None:
     def make(params: list[torch.Tensor]) -> torch.optim.Optimizer:
         if name == "sgd_momentum":
             return torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=True)
@@ -256,11 +256,60 @@ def test_lists_of_unequal_sizes_cover_every_chunk() -> None:
         torch.testing.assert_close(p, e, atol=1e-6, rtol=1e-5)
 
 
+def _layer() -> Any:
+    from gems_core import native
+
+    layer = native.load(quiet=True)
+    if layer is None:
+        pytest.skip(f"the native layer is not built here: {native.problem()}")
+    return layer
+
+
+@pytest.fixture(params=["python", "native"])
+def checker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Foreach lists checked in Python, or in C++ by the native layer (where it is loaded)."""
+    from gems_core import native
+
+    layer = _layer() if request.param == "native" else None
+    monkeypatch.setattr(native, "loaded", lambda: layer)
+    return request.param
+
+
+def test_native_list_checks_agree_with_python() -> None:
+    """The native layer's check of foreach lists gives what the Python one gives (the
+    addresses and counts of a served call, None for every kind of list it refuses)."""
+    from gems_core.ops import foreach
+
+    layer = _layer()
+    a = [torch.randn(5), torch.randn(2, 3), torch.randn(0)]
+    b = [torch.randn(5), torch.randn(2, 3), torch.randn(0)]
+    cases = {
+        "served": [a, b, a],
+        "tuples": (tuple(a), tuple(b)),
+        "one row": [a],
+        "non-contiguous": [a, [b[0], torch.randn(3, 2).t(), b[2]]],
+        "dtype": [a, [b[0], b[1].double(), b[2]]],
+        "sizes": [a, [b[0], b[1].view(3, 2), b[2]]],
+        "length": [a, b[:2]],
+        "not a tensor": [a, [b[0], 1.0, b[2]]],
+        "empty": [[], []],
+        "not lists": [a, None],
+    }
+    served = ("served", "tuples", "one row")
+    for name, rows in cases.items():
+        if name in served or name in ("non-contiguous", "dtype", "sizes", "length"):
+            assert foreach._servable(rows) is (name in served), name
+        want = foreach.addresses(rows) if name in served else None
+        assert layer.foreach_addresses(rows) == want, name
+    got = layer.foreach_addresses(cases["served"])
+    assert got[1] == (5, 6, 0) and got[0][:2] == (a[0].data_ptr(), a[1].data_ptr())
+
+
 @pytest.mark.parametrize("case", ["second list non-contiguous", "second list of another dtype", "two sizes at one index"])
-def test_foreach_lists_gems_does_not_serve_reach_aten(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_foreach_lists_gems_does_not_serve_reach_aten(case: str, checker: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Any tensor of any list that breaks the kernel's assumptions (contiguous, one dtype and
     device, each list's sizes the first's) sends the whole call to ATen: no launch, ATen's
-    result (or ATen's error for sizes ATen refuses too)."""
+    result (or ATen's error for sizes ATen refuses too), checked in Python and in C++."""
     from gems_core.ops import foreach
 
     a = [torch.randn(5, device=DEVICE), torch.randn(2, 3, device=DEVICE)]

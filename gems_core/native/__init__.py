@@ -34,11 +34,13 @@ conformance suite's accuracy tier. Settings combine with commas (``force,check``
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import sys
 import threading
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -93,6 +95,27 @@ def load(quiet: bool = False) -> ModuleType | None:
         return _module
 
 
+@contextlib.contextmanager
+def build_lock(directory: Path) -> Iterator[None]:
+    """Hold the build folder against other processes with an OS lock, which ends with its
+    holder however that ends. torch's build marks a folder busy with a plain file that a
+    process stopped mid-build (killed, or exiting while a thread built) leaves behind, and
+    every later build there would wait on it forever: under this lock no live process is
+    building, so such a file is stale and is removed."""
+    try:
+        import fcntl
+    except ImportError:  # no POSIX locks: torch's own marker only
+        yield
+        return
+    with open(directory / "gems-build.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            (directory / "lock").unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _build(quiet: bool) -> ModuleType:
     from torch.utils import cpp_extension
 
@@ -103,13 +126,19 @@ def _build(quiet: bool) -> ModuleType:
     if not built and not quiet:
         print(f"gems: building the native dispatch layer for torch {torch.__version__} "
               f"(once; about a minute) in {directory}", file=sys.stderr, flush=True)
-    return cpp_extension.load(
-        name=name,
-        sources=[str(_SOURCE)],
-        build_directory=str(directory),
-        extra_cflags=["-O2", "-std=c++17"],
-        verbose=False,
-    )
+    with build_lock(directory):
+        return cpp_extension.load(
+            name=name,
+            sources=[str(_SOURCE)],
+            build_directory=str(directory),
+            extra_cflags=["-O2", "-std=c++17"],
+            verbose=False,
+        )
+
+
+def loaded() -> ModuleType | None:
+    """The layer where this process has loaded it already; never builds or waits."""
+    return _module
 
 
 def problem() -> str | None:

@@ -1342,6 +1342,51 @@ uintptr_t current_stream(int device_index) {
   return reinterpret_cast<uintptr_t>(impl->getStreamNativeHandle(impl->getStream(device)));
 }
 
+// A foreach call's tensor lists (``rows``), checked as gems' Python path checks them: every
+// tensor strided, contiguous, of the first tensor's dtype and device; every row as long as the
+// first, each tensor of its column's sizes. Returns (every row's data pointers, row after
+// row; the first row's element counts), or None where the call is not served. An optimizer
+// step checks several lists of hundreds of tensors per call: in Python that cost more than
+// ATen's whole call.
+py::object foreach_addresses(const py::handle& rows) {
+  PyObject* outer = rows.ptr();
+  if (!PyList_Check(outer) && !PyTuple_Check(outer)) return py::none();
+  const Py_ssize_t r = PySequence_Fast_GET_SIZE(outer);
+  if (r == 0) return py::none();
+  PyObject* head = PySequence_Fast_GET_ITEM(outer, 0);
+  if (!PyList_Check(head) && !PyTuple_Check(head)) return py::none();
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(head);
+  if (n == 0) return py::none();
+  py::tuple addresses(r * n);
+  py::tuple counts(n);
+  std::vector<const at::Tensor*> column(static_cast<size_t>(n));
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  c10::Device device(c10::kCPU);
+  for (Py_ssize_t i = 0; i < r; ++i) {
+    PyObject* row = PySequence_Fast_GET_ITEM(outer, i);
+    if ((!PyList_Check(row) && !PyTuple_Check(row)) || PySequence_Fast_GET_SIZE(row) != n) return py::none();
+    for (Py_ssize_t j = 0; j < n; ++j) {
+      PyObject* item = PySequence_Fast_GET_ITEM(row, j);
+      if (!THPVariable_Check(item)) return py::none();
+      const at::Tensor& t = THPVariable_Unpack(item);
+      if (i == 0 && j == 0) {
+        dtype = t.scalar_type();
+        device = t.device();
+      }
+      if (t.layout() != c10::kStrided || t.scalar_type() != dtype || t.device() != device || !t.is_contiguous())
+        return py::none();
+      if (i == 0) {
+        column[j] = &t;
+        counts[j] = py::int_(t.numel());
+      } else if (t.sizes() != column[j]->sizes()) {
+        return py::none();
+      }
+      addresses[i * n + j] = py::int_(reinterpret_cast<uintptr_t>(t.data_ptr()));
+    }
+  }
+  return py::make_tuple(addresses, counts);
+}
+
 py::list take_launch_log() {
   std::lock_guard<std::mutex> guard(log_mutex);
   py::list out = launch_log ? *launch_log : py::list();
@@ -1369,4 +1414,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_fake_launches", [](bool on) { fake_launches.store(on); }, "Record launches instead of making them (tests)");
   m.def("set_check", [](bool on) { check_mode.store(on); }, "Record every call and check each new recipe against Python");
   m.def("take_launch_log", &take_launch_log, "The launches recorded instead of made, since the last call");
+  m.def("foreach_addresses", &foreach_addresses,
+        "A foreach call's tensor lists checked: (data pointers row after row, the first row's element counts) or None");
 }

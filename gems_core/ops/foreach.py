@@ -27,11 +27,11 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import tuning
+from .. import native, tuning
 from ..codegen.pointwise import TL_DTYPES
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
-from .optimizer import address_table, row_pointer, upload, work_item
+from .optimizer import address_table, addresses, row_pointer, upload, work_item
 
 _BLOCK = 1024
 _CHUNK = 4 * _BLOCK
@@ -138,6 +138,18 @@ def _servable(lists: Sequence[Sequence[torch.Tensor]]) -> bool:
     return True
 
 
+def _checked(lists: Sequence[Sequence[torch.Tensor]]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The lists' :func:`~.optimizer.addresses` where :func:`_servable`, else None: checked in
+    C++ where the native dispatch layer is loaded (the same checks, a tenth of the time)."""
+    first = lists[0]
+    if not first or first[0].dtype not in _DTYPES:
+        return None
+    layer = native.loaded()
+    if layer is not None:
+        return layer.foreach_addresses(lists)
+    return addresses(lists) if _servable(lists) else None
+
+
 #: page-locked sources of per-tensor scalars uploaded while a CUDA graph was captured
 _CAPTURED: list[torch.Tensor] = []
 
@@ -146,14 +158,17 @@ def _apply(op: str, out: list[torch.Tensor], inputs: list[list[torch.Tensor]], n
            per_tensor: Sequence[Any] | None = None) -> Any:
     """Launch ``op`` over the lists (``inputs``: self, then up to two more lists), writing
     ``out``; NotImplemented where the lists are not served."""
-    if not _servable([out, *inputs]) or (per_tensor is not None and len(per_tensor) != len(out)):
+    rows = [out, *inputs]
+    checked = _checked(rows)
+    if checked is None or (per_tensor is not None and len(per_tensor) != len(out)):
         return NotImplemented
     if isinstance(number, complex) or any(isinstance(v, complex) for v in per_tensor or ()):
         return NotImplemented
     device = out[0].device
-    rows = [out, *inputs]
-    rows += [inputs[0]] * (4 - len(rows))
-    table, sizes, work = address_table(rows, device, _CHUNK)
+    pad = 4 - len(rows)  # the unused rows repeat self's
+    pointers, counts = checked
+    pointers += pointers[len(out):2 * len(out)] * pad
+    table, sizes, work = address_table(rows + [inputs[0]] * pad, device, _CHUNK, (pointers, counts))
     scalars = sizes
     if per_tensor is not None:
         # from page-locked memory behind the queued work: a pageable copy would stall the host
@@ -175,7 +190,7 @@ def _inplace(op: str, self: list[torch.Tensor], *others: list[torch.Tensor], num
 
 def _functional(op: str, self: list[torch.Tensor], *others: list[torch.Tensor], number: Any = 1.0,
                 per_tensor: Sequence[Any] | None = None) -> Any:
-    if not _servable([self, *others]):
+    if _checked([self, *others]) is None:
         return NotImplemented
     return _apply(op, [torch.empty_like(t) for t in self], [self, *others], number, per_tensor)
 

@@ -30,6 +30,7 @@ are not contiguous or on several devices, step counters that are not float32.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -231,15 +232,22 @@ def _make_room(cache: dict[Any, Any]) -> None:
         cache.clear()
 
 
+def addresses(rows: Sequence[Sequence[torch.Tensor]]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(every row's data pointers, row after row; the first row's element counts)."""
+    return tuple([t.data_ptr() for row in rows for t in row]), tuple([t.numel() for t in rows[0]])
+
+
 def address_table(
-    rows: list[list[torch.Tensor]], device: torch.device, chunk: int
+    rows: Sequence[Sequence[torch.Tensor]], device: torch.device, chunk: int,
+    known: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(table, sizes, work): an int64 (len(rows), T) device tensor of the tensors' addresses,
     each row one role; the first row's element counts; and one int64 a program, the grid's
     work: a tensor's index (high 32 bits) and one of its ``chunk``-element chunks (low 32
     bits). The grid covers each tensor's own chunks: a (tensor, chunk) grid sized by the
-    largest tensor would start mostly idle programs where an embedding sits beside norms."""
-    counts = tuple(t.numel() for t in rows[0])
+    largest tensor would start mostly idle programs where an embedding sits beside norms.
+    ``known``: the rows' :func:`addresses`, where the caller has them."""
+    pointers, counts = addresses(rows) if known is None else known
     grid_key = (device, chunk, counts)
     grid = _GRIDS.get(grid_key)
     if grid is None:
@@ -250,12 +258,11 @@ def address_table(
         within = torch.arange(int(chunks.sum()), dtype=torch.int64) - torch.repeat_interleave(first, chunks)
         _make_room(_GRIDS)
         grid = _GRIDS[grid_key] = (*upload(sizes, device), *upload((tensor << 32) | within, device))
-    key = (device, len(rows), *[t.data_ptr() for row in rows for t in row])
+    key = (device, len(rows), *pointers)
     table = _TABLES.get(key)
     if table is None:
         _make_room(_TABLES)
-        table = _TABLES[key] = upload(
-            torch.tensor([[t.data_ptr() for t in row] for row in rows], dtype=torch.int64), device)
+        table = _TABLES[key] = upload(torch.tensor(pointers, dtype=torch.int64).view(len(rows), -1), device)
     return table[0], grid[0], grid[2]  # (device, host) pairs
 
 
