@@ -24,8 +24,11 @@ Scenarios, each with its own new folders for gems' cache (``GEMS_CACHE_DIR``) an
 
 * ``empty``: empty caches, shipped tuning tables ignored (``GEMS_SHIPPED_TUNING=0``): a
   machine where gems never ran, from a backend without tables;
-* ``warm``: the caches a previous process of the same workload left, compiling and tuning
-  in its calls (``GEMS_COMPILE=sync``, as ``python -m gems_core warmup`` does; not measured);
+* ``warm``: the caches the warm-up command leaves, as a user fills them before deploying
+  (not measured): ``python -m gems_core warmup --record`` of the workload's process, then
+  ``python -m gems_core warmup`` of its signatures, twice (the second recording runs on gems'
+  kernels, whose outputs may lead to signatures that calls ATen served did not), or a copy
+  of the folder ``--warm-cache`` names. ATen has no such cache: its warm process is a fresh one;
 * ``shipped``: empty caches, the backend's shipped tuning table for this device in use.
 
 ATen runs in the same conditions (the same kind of fresh process and environment, no gems
@@ -50,6 +53,7 @@ import contextlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -215,6 +219,26 @@ def _run_child(args: argparse.Namespace, provider: str, workload: str, env: dict
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "process_s": wall}
 
 
+def _prime(args: argparse.Namespace, workload: str, env: dict[str, str], signatures: Path) -> dict:
+    """Fill the caches in ``env`` with the warm-up command for ``workload``: {"prime_s": ...}
+    or {"error": ...}. All its processes together may take 4 times ``--timeout``."""
+    child = ["--child", "--provider", "gems", "--workload", workload, "--new-tokens", str(args.new_tokens)]
+    child += ["--tiny"] if args.tiny else []
+    commands = [[sys.executable, "-m", "gems_core", "warmup", "--record", __file__, "--out", str(signatures),
+                 "--", *child], [sys.executable, "-m", "gems_core", "warmup", str(signatures)]] * 2
+    start = time.perf_counter()
+    for command in commands:
+        left = 4 * args.timeout - (time.perf_counter() - start)
+        try:
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=max(left, 1))
+        except subprocess.TimeoutExpired:
+            return {"error": f"warming the cache took over {4 * args.timeout:g} s"}
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["exit status %d" % done.returncode])[-1]
+            return {"error": f"{' '.join(command[2:5])}: {last}"}
+    return {"prime_s": round(time.perf_counter() - start, 3)}
+
+
 def _environment() -> dict:
     import torch
 
@@ -241,11 +265,16 @@ def _case(args: argparse.Namespace, scenario: str, provider: str, workload: str)
                "GEMS_SHIPPED_TUNING": "1" if scenario == "shipped" else "0"}
         if args.tiny:
             env.setdefault("GEMS_DEVICE", "cpu")
-        if scenario == "warm":  # the primer compiles and tunes all it meets, as the warm-up command does
-            # (compiling and tuning one kernel after another: allowed several times as long)
-            primed = _run_child(args, provider, workload, {**env, "GEMS_COMPILE": "sync"}, 4 * args.timeout)
+        if scenario == "warm" and provider == "gems" and args.warm_cache:
+            # a cache folder made beforehand (``warmup --cache-dir``), as an image would carry it
+            shutil.copytree(args.warm_cache, env["GEMS_CACHE_DIR"])
+            env["TRITON_CACHE_DIR"] = str(Path(env["GEMS_CACHE_DIR"]) / "triton")
+        elif scenario == "warm" and provider == "gems":
+            primed = _prime(args, workload, env, Path(folder) / "signatures.json")
             if "error" in primed:
                 return {"scenario": scenario, "provider": provider, "workload": workload, **primed}
+            return {"scenario": scenario, "provider": provider, "workload": workload, **primed,
+                    **_run_child(args, provider, workload, env)}
         return {"scenario": scenario, "provider": provider, "workload": workload,
                 **_run_child(args, provider, workload, env)}
 
@@ -278,6 +307,9 @@ def main() -> int:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--timeout", type=float, default=1800,
                         help="seconds a measured process may take (a warm scenario's primer: 4 times as many)")
+    parser.add_argument("--warm-cache", metavar="DIR",
+                        help="the warm scenario's cache: a copy of DIR (from `python -m gems_core warmup "
+                        "--cache-dir DIR`) instead of warming one up for each workload")
     parser.add_argument("--out", help="write the JSON here")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--provider", choices=PROVIDERS, help=argparse.SUPPRESS)

@@ -36,7 +36,7 @@ from typing import Any, TextIO
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import plan_cache, runtime, tuning
+from . import native, plan_cache, runtime, tuning
 from .dispatch import use_gems
 from .registry import all_impls
 from .shipped import write_table
@@ -228,14 +228,19 @@ def recording() -> Iterator[Recording]:
 
 
 def record_script(script: str | Path, argv: Sequence[str] = ()) -> Recording:
-    """Run ``script`` (as ``__main__``, with ``argv``) under ``use_gems()`` and record it."""
+    """Run ``script`` (as ``__main__``, with ``argv``) under ``use_gems()`` and record it. A
+    script that ends with ``sys.exit(0)`` has run; another exit status is raised on."""
     import runpy
 
     saved = sys.argv
     sys.argv = [str(script), *argv]
     try:
         with recording() as rec, use_gems():
-            runpy.run_path(str(script), run_name="__main__")
+            try:
+                runpy.run_path(str(script), run_name="__main__")
+            except SystemExit as exc:
+                if exc.code not in (None, 0):
+                    raise
     finally:
         sys.argv = saved
     return rec
@@ -459,9 +464,15 @@ def run(signatures: Sequence[Signature], jobs: int | None = None, progress: Text
     phases: list[str] = []
     results: list[dict[str, Any]] = []
     if jobs > 1:
+        # the native dispatch layer (where this device has it) is built here, into the cache,
+        # while the workers compile; they run without it
+        execution = runtime.current().selection.execution
+        threading.Thread(target=native.available_for, args=(execution,), name="gems-native-build",
+                         daemon=True).start()
         with tempfile.TemporaryDirectory(prefix="gems-warmup-") as scratch:
             # where the device tunes, the workers' timings share it: their choices are thrown away
-            results = _in_workers(signatures, jobs, {"GEMS_CACHE_DIR": scratch} if tunes else {},
+            env = {"GEMS_NATIVE": "0", **({"GEMS_CACHE_DIR": scratch} if tunes else {})}
+            results = _in_workers(signatures, jobs, env,
                                   None if quiet else Progress(len(signatures), "compile", progress))
         phases.append(f"compile ({jobs} processes)")
     if jobs <= 1 or tunes:
@@ -530,7 +541,10 @@ def main(command: str, argv: Sequence[str]) -> int:
     argv = list(argv)
     split = argv.index("--") if "--" in argv else len(argv)  # after --: the script's arguments
     args = parser.parse_args(argv[:split])
-    os.environ["GEMS_COMPILE"] = "sync"  # compiling and tuning is what these commands are for
+    if not (command == "warmup" and args.record):
+        # compiling and tuning is what these commands are for; a recording keeps the process's
+        # own mode (on a GPU, ATen serves while workers compile: the script runs at its speed)
+        os.environ["GEMS_COMPILE"] = "sync"
 
     if command == "warmup" and args.cache_dir:
         os.environ["GEMS_CACHE_DIR"] = args.cache_dir

@@ -66,6 +66,22 @@ def test_record_captures_a_small_models_signatures(tmp_path: Path) -> None:
     assert sdpa_result["launches"] > 2  # forward and backward kernels
 
 
+@pytest.mark.parametrize("status", [0, 3])
+def test_a_script_that_exits_is_recorded_only_when_it_succeeded(tmp_path: Path, status: int) -> None:
+    """``sys.exit(0)`` at a script's end (a CLI's ``sys.exit(main())``) still writes its
+    signatures; a failing exit status is the command's, with nothing written."""
+    script = tmp_path / "model.py"
+    script.write_text(SCRIPT + f"sys.exit({status})\n")
+    out = tmp_path / "sigs.json"
+    if status:
+        with pytest.raises(SystemExit) as exited:
+            warmup.main("warmup", ["--record", str(script), "--out", str(out), "--", "20"])
+        assert exited.value.code == status and not out.exists()
+    else:
+        assert warmup.main("warmup", ["--record", str(script), "--out", str(out), "--", "20"]) == 0
+        assert "scaled_dot_product_attention" in _by_op(warmup.load(out))
+
+
 def test_warmup_of_the_smoke_set_compiles_into_the_cache(tmp_path: Path) -> None:
     """The command, with two worker processes: every signature runs gems kernels, the
     progress bar and its counts go to stderr, the kernels gems generates land in the cache
