@@ -227,16 +227,19 @@ def _prime(args: argparse.Namespace, workload: str, env: dict[str, str], signatu
     commands = [[sys.executable, "-m", "gems_core", "warmup", "--record", __file__, "--out", str(signatures),
                  "--", *child], [sys.executable, "-m", "gems_core", "warmup", str(signatures)]] * 2
     start = time.perf_counter()
+    steps = []
     for command in commands:
+        steps.append(round(time.perf_counter() - start, 3))
         left = 4 * args.timeout - (time.perf_counter() - start)
         try:
             done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=max(left, 1))
         except subprocess.TimeoutExpired:
-            return {"error": f"warming the cache took over {4 * args.timeout:g} s"}
+            return {"error": f"warming the cache took over {4 * args.timeout:g} s ({' '.join(command[2:5])} "
+                    f"started at {steps[-1]:g} s)"}
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["exit status %d" % done.returncode])[-1]
             return {"error": f"{' '.join(command[2:5])}: {last}"}
-    return {"prime_s": round(time.perf_counter() - start, 3)}
+    return {"prime_s": round(time.perf_counter() - start, 3), "prime_steps_started_s": steps}
 
 
 def _environment() -> dict:
