@@ -335,6 +335,10 @@ def build_policy(selection: Selection) -> Policy:
     dropped: list[str] = []
     configs = _configs(backend, arch, accepted, dropped, problems)
     gates, reasons, keeps = _gates(backend, problems)
+    deviations = _deviations(backend, problems)
+    host = selection.installed.get(selection.execution.host) if selection.emulated else None
+    if host is not None and host.name != backend.name:
+        deviations += _with_host(host, gates, reasons, keeps)
     return Policy(
         configs=configs,
         gates={op: frozenset(d) for op, d in gates.items()},
@@ -343,11 +347,39 @@ def build_policy(selection: Selection) -> Policy:
         unsupported_dtypes=selection.descriptor.dtypes.unsupported(),
         compiler_options=_compiler_options(backend, arch, accepted, dropped, problems),
         dropped_options=tuple(dropped),
-        deviations=_deviations(backend, problems),
+        deviations=deviations,
         overrides=_overrides(backend, problems),
         variants=_variants(backend, arch, problems),
         problems=tuple(problems.found),
     )
+
+
+def _with_host(host: Any, gates: dict[str, set[str]], reasons: dict[str, str],
+               keeps: dict[str, set[str]]) -> tuple[Deviation, ...]:
+    """Add the gates of ``host`` (the backend whose device runs an emulated backend's
+    kernels) to the emulated backend's ``gates``, ``reasons`` and ``keeps``, in place, and
+    return the host's deviations: what the device present cannot do holds under emulation
+    too, or an emulated run of a correct plugin fails where its host does. Each is labelled
+    as the host's. Problems in the host's own answers are warned under its name and kept
+    out of this policy's list."""
+    label = f"the host's ({host.name})"
+    host_problems = _Problems(host.name)
+    host_gates, host_reasons, host_keeps = _gates(host, host_problems)
+    for op, dtypes in host_gates.items():
+        mine = gates.get(op)
+        if mine is not None and not mine:  # the emulated backend gates the whole op already
+            if not dtypes:  # so does the host: the forms both keep stay on gems
+                keeps[op] = keeps.get(op, set()) & host_keeps.get(op, set())
+            continue
+        if mine is not None and dtypes and dtypes <= mine:
+            continue
+        if not dtypes:
+            keeps[op] = set(host_keeps.get(op, set()))
+        why = f"{label}: {host_reasons.get(op) or 'gated there'}"
+        reasons[op] = f"{reasons[op]}; {why}" if mine is not None and op in reasons else why
+        gates[op] = set() if not dtypes else (mine or set()) | dtypes
+    return tuple(dataclasses.replace(d, reason=f"{label}: {d.reason}")
+                 for d in _deviations(host, host_problems))
 
 
 def check_tunables(policy: Policy, backend: str, limits: Limits, known: Mapping[str, Any],

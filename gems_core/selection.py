@@ -44,6 +44,9 @@ class Execution:
     launch: NativeLaunch | None = None
     #: why there is no ``launch`` where a backend was asked for it ("" otherwise)
     launch_problem: str = ""
+    #: under emulation, the installed backend of the device the kernels run on ("": none
+    #: known); its gates and deviations hold on top of the emulated backend's
+    host: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,8 +102,12 @@ def _emulated_execution(installed: Mapping[str, InstalledBackend]) -> Execution:
         execution = Execution("cuda", "CUDA", interpreter=False, triton_backend=compat.gpu_triton_backend())
         # kernels launch on the device present: as the backend that detects it launches them
         present = [b for b in installed.values() if b.ok and not b.builtin and b.detected]
-        return _with_launch(execution, present[0]) if len(present) == 1 else execution
-    return Execution("cpu", "CPU", interpreter=True, triton_backend=None)
+        if len(present) != 1:
+            return execution
+        return _with_launch(dataclasses.replace(execution, host=present[0].name), present[0])
+    host = next((b.name for b in installed.values() if b.ok and b.builtin and b.descriptor is not None
+                 and b.descriptor.interpreter), "")
+    return Execution("cpu", "CPU", interpreter=True, triton_backend=None, host=host)
 
 
 def _with_launch(execution: Execution, backend: InstalledBackend) -> Execution:

@@ -37,18 +37,23 @@ def deviation_for(case: OpCase, dtype: str, label: str, kind: str) -> Any:
     return None
 
 
+def gated(case: OpCase, dtype: str) -> list[str]:
+    """The ops of ``case`` the backend's policy sends to ATen in ``dtype``."""
+    policy = runtime.current().policy
+    return [op for op in case.aten if (gate := policy.gate_for(op)) is not None and (not gate or dtype in gate)]
+
+
 def route(case: OpCase, dtype: str) -> tuple[str, str]:
     """("run" | "fallback" | "not supported", why) for this case and dtype on this backend."""
     rt = runtime.current()
     if dtype in rt.selection.descriptor.dtypes.unsupported():
         return R.NOT_SUPPORTED, f"{rt.selection.descriptor.name} declares no {dtype} support"
     policy = rt.policy
-    for op in case.aten:
+    for op in gated(case, dtype)[:1]:
         gate = policy.gate_for(op)
-        if gate is not None and (not gate or dtype in gate):
-            why = policy.gate_reasons.get(op) or policy.gate_reasons.get(op.split(".", 1)[0], "")
-            scope = "every dtype" if not gate else dtype
-            return R.FALLBACK, f"{op} gated to ATen for {scope}" + (f": {why}" if why else "")
+        why = policy.gate_reasons.get(op) or policy.gate_reasons.get(op.split(".", 1)[0], "")
+        scope = "every dtype" if not gate else dtype
+        return R.FALLBACK, f"{op} gated to ATen for {scope}" + (f": {why}" if why else "")
     return "run", ""
 
 
@@ -98,6 +103,8 @@ def check_sample(case: OpCase, sample: Sample, index: int, dtype: str, mode: str
         aten_result = case.call(*sample.args, **sample.kwargs)
     except Exception as exc:  # noqa: BLE001 - the case is wrong for this dtype, not the backend
         out.status, out.message = R.ERROR, f"ATen itself raised on this sample: {_error(exc)}"
+        if mode == R.FALLBACK:  # a gated op: ATen's error on this device is what users get
+            _raises_as_aten(case, sample, codes, exc, why, out)
         out.seconds = time.perf_counter() - start
         return out
     watch = RouteWatch(codes)
@@ -145,6 +152,25 @@ def check_sample(case: OpCase, sample: Sample, index: int, dtype: str, mode: str
     return out
 
 
+def _raises_as_aten(case: OpCase, sample: Sample, codes: frozenset[Any], aten_error: Exception, why: str,
+                    out: SampleOutcome) -> None:
+    """A sample ATen refuses on this device (an FP8 product cuBLASLt does not offer, say)
+    of an op the backend gates: FALLBACK where the call under gems reaches ATen and raises
+    the same, as a gated call must; FAIL where gems' implementation ran."""
+    watch = RouteWatch(codes)
+    try:
+        with watch, gems_core.use_gems():
+            case.call(*sample.args, **sample.kwargs)
+        error: Exception | None = None
+    except Exception as exc:  # noqa: BLE001 - compared with ATen's
+        error = exc
+    out.reason = why
+    if watch.hit:
+        out.status, out.message = R.FAIL, "gated to ATen, but gems' implementation ran"
+    elif type(error) is type(aten_error):
+        out.status, out.message = R.FALLBACK, f"ATen raises on this sample here, under gems too: {_error(aten_error)}"
+
+
 def check_case(case: OpCase, dtype: torch.dtype, profile: str, skip: Iterable[int] = (),
                on_start: Callable[[int, Sample], None] | None = None) -> Iterator[SampleOutcome]:
     """Every sample of ``case`` in ``dtype`` on the selected backend's device, in order;
@@ -153,7 +179,10 @@ def check_case(case: OpCase, dtype: torch.dtype, profile: str, skip: Iterable[in
     name = dtype_name(dtype)
     mode, why = route(case, name)
     impls = implementations(case.aten)
-    codes = frozenset().union(*impls.values()) if impls else frozenset()
+    # a gated case is judged by its gated ops: the others may run on gems (cross_entropy's
+    # _log_softmax where a backend gates only nll_loss2d_forward)
+    judged = implementations(gated(case, name)) if mode == R.FALLBACK else impls
+    codes = frozenset().union(*judged.values()) if judged else frozenset()
     if mode == "run" and not impls:
         yield SampleOutcome(0, "all", R.ERROR, message=f"gems implements none of {', '.join(case.aten)}")
         return

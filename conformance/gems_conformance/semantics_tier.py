@@ -375,13 +375,11 @@ def _room(case: SemanticCase, device: torch.device, profile: str) -> str:
     return ""
 
 
-def _gated(case: SemanticCase) -> str:
+def _gated(case: SemanticCase) -> list[str]:
+    """The ops of ``case`` the backend's policy sends to ATen in its dtype."""
     policy = runtime.current().policy
-    for op in case.aten:
-        gate = policy.gate_for(op)
-        if gate is not None and (not gate or case.dtype in gate):
-            return f"{op} gated to ATen"
-    return ""
+    return [op for op in case.aten
+            if (gate := policy.gate_for(op)) is not None and (not gate or case.dtype in gate)]
 
 
 def check(case: SemanticCase, device: torch.device, profile: str = "full") -> Record:
@@ -400,7 +398,10 @@ def check(case: SemanticCase, device: torch.device, profile: str = "full") -> Re
         return record
     expected, aten_error = _outcome(case.make(device))
     call = case.make(device)
-    watch = RouteWatch(frozenset().union(*impls.values()) if impls else frozenset())
+    gated = _gated(case)
+    # a gated case is judged by its gated ops: its others may run on gems
+    judged = implementations(gated) if gated else impls
+    watch = RouteWatch(frozenset().union(*judged.values()) if judged else frozenset())
     with watch, gems_core.use_gems():
         got, error = _outcome(call)
     served = watch.hit  # gems' Python entered, or the native layer replayed its recipe
@@ -417,11 +418,10 @@ def check(case: SemanticCase, device: torch.device, profile: str = "full") -> Re
         record.status, record.message = R.FAIL, f"ATen returns a result; gems raised {type(error).__name__}: {error}"[:500]
         return record
     problem = difference(got, expected, case.length, case.exact)
-    gated = _gated(case)
     if problem:
         record.status, record.message = R.FAIL, problem
     elif gated:
-        record.status, record.reason = (R.FAIL, "") if served else (R.FALLBACK, gated)
+        record.status, record.reason = (R.FAIL, "") if served else (R.FALLBACK, f"{gated[0]} gated to ATen")
         if served:
             record.message = "gated to ATen, but gems' implementation ran"
     elif not served:

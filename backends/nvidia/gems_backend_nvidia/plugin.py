@@ -91,6 +91,14 @@ def gems_known_deviations() -> Iterable[Deviation]:
     hundreds to tens of thousands of products (a ResNet layer's channels x taps, a weight
     gradient's positions) land up to about 1e-1 from float64."""
     reason = "cuDNN convolves float32 in TF32 by default (torch.backends.cudnn.allow_tf32)"
-    return [Deviation(op, reason, kind="tolerance", dtypes=("float32",), atol=0.25, rtol=2e-2)
-            for op in ("convolution", "convolution_backward")]
+    return [*(Deviation(op, reason, kind="tolerance", dtypes=("float32",), atol=0.25, rtol=2e-2)
+              for op in ("convolution", "convolution_backward")),
+            *(Deviation(op, _FP8_ACCUMULATION, kind="tolerance", atol=1.0, rtol=4e-2) for op in _CUBLASLT)]
+
+
+#: measured on an H100 (torch 2.11): of the quick samples, up to 29 of 256 results off the
+#: float64 reference, by up to 1.0 (a float16 result near 49) and 3.4 % relative
+_FP8_ACCUMULATION = ("cuBLASLt's float8 products, which _scaled_mm is gated to, accumulate on the tensor "
+                     "cores at reduced precision: a result that partial sums cancel down to misses by "
+                     "a share of those sums")
 

@@ -1,0 +1,103 @@
+"""How the accuracy tier judges ops a backend's policy sends to ATen: a case is judged by its
+gated ops only (its other ops may run on gems), a sample ATen itself refuses on the device is
+the gated op's expected behaviour, and under emulation the host's own gates and deviations
+hold on top of the emulated backend's."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+import torch
+from gems_conformance import records as R
+from gems_conformance.accuracy import check_case, check_sample, route
+from gems_conformance.cases import all_cases
+from gems_conformance.routing import implementations
+
+from gems_core import runtime
+from gems_core.contract import Deviation, OpGate
+from gems_core.policy import _with_host, build_policy
+from gems_core.selection import select
+
+
+def _gating(monkeypatch: pytest.MonkeyPatch, **gates: frozenset[str]) -> None:
+    rt = runtime.current()
+    policy = dataclasses.replace(rt.policy, gates={**rt.policy.gates, **gates},
+                                 gate_reasons={**rt.policy.gate_reasons, **{op: "test gate" for op in gates}})
+    monkeypatch.setattr(rt, "policy", policy)
+
+
+def test_a_case_is_judged_by_its_gated_ops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cross_entropy where only nll_loss2d_forward is gated: its _log_softmax runs on gems,
+    which is no "gated op ran on gems" failure; every sample falls back and is right."""
+    case = all_cases()["cross_entropy"]
+    _gating(monkeypatch, nll_loss2d_forward=frozenset(), nll_loss_forward=frozenset())
+    assert route(case, "float32")[0] == R.FALLBACK
+    outcomes = list(check_case(case, torch.float32, "quick"))
+    assert outcomes and {o.status for o in outcomes} == {R.FALLBACK}, [(o.status, o.message) for o in outcomes]
+    assert any(o.served_by == "aten" for o in outcomes)
+
+
+def test_a_gated_op_that_ran_on_gems_still_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check still bites: a case gated on an op whose gems implementation runs anyway."""
+    case = all_cases()["add"]
+    sample = next(iter(case.samples(torch.float32, torch.device(runtime.current().device_type), "quick")))
+    codes = frozenset().union(*implementations(case.aten).values())
+    outcome = check_sample(case, sample, 0, "float32", R.FALLBACK, "test gate", codes)
+    assert outcome.status == R.FAIL and "gems' implementation ran" in outcome.message
+
+
+def test_a_sample_aten_refuses_on_the_device_is_the_gated_ops_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ATen raising on a sample of a gated op (cuBLASLt has no e5m2 x e5m2 product, say):
+    the call under gems raises the same, so the sample falls back; of an op gems serves it
+    stays an ERROR of the case."""
+    def refuses(*args: object, **kwargs: object) -> None:
+        raise ValueError("Multiplication of two Float8_e5m2 matrices is not supported")
+
+    case = dataclasses.replace(all_cases()["add"], call=refuses)
+    sample = next(iter(case.samples(torch.float32, torch.device(runtime.current().device_type), "quick")))
+    codes = frozenset().union(*implementations(case.aten).values())
+    gated = check_sample(case, sample, 0, "float32", R.FALLBACK, "add gated to ATen", codes)
+    assert gated.status == R.FALLBACK and "ATen raises on this sample here" in gated.message
+    served = check_sample(case, sample, 0, "float32", "run", "", codes)
+    assert served.status == R.ERROR and "ATen itself raised" in served.message
+
+
+def _host(gates: list[object], deviations: list[Deviation]) -> SimpleNamespace:
+    answers = {"gems_unsupported_ops": gates, "gems_known_deviations": deviations}
+    return SimpleNamespace(name="host", call=lambda hook: answers.get(hook))
+
+
+def test_the_hosts_gates_and_deviations_join_an_emulated_backends() -> None:
+    gates = {"mm": {"float16"}, "cumsum": set(), "sort": set()}
+    reasons = {"mm": "vendor mm", "cumsum": "vendor cumsum", "sort": "vendor sort"}
+    keeps = {"cumsum": {"out", "inplace"}, "sort": {"out"}}
+    host = _host([OpGate("mm", ("bfloat16",), reason="interpreter dot"), OpGate("cumsum", keep=("out",)),
+                  OpGate("softmax", keep=("out",), reason="host softmax"), OpGate("sort", ("float32",))],
+                 [Deviation("exp", "bf16 subnormals", kind="tolerance", atol=1e-2, rtol=1e-2)])
+    deviations = _with_host(host, gates, reasons, keeps)
+    assert gates == {"mm": {"float16", "bfloat16"}, "cumsum": set(), "sort": set(), "softmax": set()}
+    assert reasons["mm"] == "vendor mm; the host's (host): interpreter dot"
+    assert reasons["softmax"] == "the host's (host): host softmax"
+    assert reasons["cumsum"] == "vendor cumsum" and reasons["sort"] == "vendor sort"
+    assert keeps == {"cumsum": {"out"}, "sort": {"out"}, "softmax": {"out"}}  # whole on both: what both keep
+    (deviation,) = deviations
+    assert deviation.reason == "the host's (host): bf16 subnormals" and deviation.atol == 1e-2
+
+
+def test_an_emulated_vendor_on_the_cpu_interpreter_carries_the_interpreters_gates() -> None:
+    """MetaX emulated on the CPU: the interpreter's bf16 product gate holds (an emulated run
+    of a correct plugin does not fail on the interpreter's defects), labelled as the host's,
+    beside MetaX's own gates; the cpu backend selected itself composes nothing."""
+    pytest.importorskip("gems_backend_metax")
+    host_policy = build_policy(select({"GEMS_DEVICE": "cpu"}))
+    selection = select({"GEMS_DEVICE": "metax", "GEMS_EMULATE": "1"})
+    assert selection.execution.host == "cpu"
+    policy = build_policy(selection)
+    for op, dtypes in host_policy.gates.items():
+        gate = policy.gate_for(op)
+        assert gate is not None and (not gate or dtypes <= gate), op
+    assert "the host's (cpu)" in policy.gate_reasons["mm"]
+    assert policy.gate_for("nll_loss2d_forward") is not None  # MetaX's own
+    assert select({"GEMS_DEVICE": "cpu"}).execution.host == ""
