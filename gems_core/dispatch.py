@@ -288,6 +288,33 @@ def _make_kernel(
     return backend_kernel
 
 
+#: the kernels the last runtime's registrations made, for its next registration (a
+#: use_gems() block entered again makes one or two per served op: several ms): by op, key,
+#: keyset flag and compile mode, with the objects the kernel closed over, which must be the
+#: same ones (a replaced policy or failure record makes a new kernel). Kernels that track
+#: background compiles are made afresh, as their compile state belongs to one registration.
+_kernels: dict[tuple[str, str, bool, str], tuple[Any, Any, Any, Callable[..., Any]]] = {}
+_kernels_runtime: list[int] = [-1]
+
+
+def _kernel_for(impl: OpImpl, rt: runtime.Runtime, dispatch_key: str, with_keyset: bool,
+                mode: str) -> Callable[..., Any]:
+    """:func:`_make_kernel`'s kernel, kept from an earlier registration where nothing it
+    depends on changed (``mode``: :func:`background.mode`, read once a registration)."""
+    if _kernels_runtime[0] != rt.number:
+        _kernels.clear()
+        _kernels_runtime[0] = rt.number
+    if mode == "background":  # its kernels keep per-op compile state (background.tracked)
+        return _make_kernel(impl, rt, dispatch_key, with_keyset)
+    key = (impl.name, dispatch_key, with_keyset, mode)
+    found = _kernels.get(key)
+    if found is not None and found[0] is impl and found[1] is rt.policy and found[2] is rt.runtime_fallbacks:
+        return found[3]
+    kernel = _make_kernel(impl, rt, dispatch_key, with_keyset)
+    _kernels[key] = (impl, rt.policy, rt.runtime_fallbacks, kernel)
+    return kernel
+
+
 def _kept_forms(impl: OpImpl, policy: Any) -> tuple[Callable[..., bool], ...]:
     """The predicates of the forms of ``impl``'s calls its backend keeps on gems under a
     whole-op gate (``OpGate.keep``)."""
@@ -304,6 +331,7 @@ def _register(ops: frozenset[str]) -> _State:
     registration = native.open_registration("aten", execution)
     gates = native.open_registration("aten", execution, autograd=True) if registration is not None else None
     served = set()
+    mode = background.mode(rt)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Warning only once for all operators")
@@ -312,7 +340,7 @@ def _register(ops: frozenset[str]) -> _State:
                 impl = impls[name]
                 if gate is not None and not gate and not _kept_forms(impl, rt.policy):
                     continue  # the backend leaves the whole op to ATen: do not touch it
-                kernel = _make_kernel(impl, rt, key, False)
+                kernel = _kernel_for(impl, rt, key, False, mode)
                 fronted = registration is not None and impl.native and getattr(kernel, "native_ready", False)
                 if impl.autograd:
                     # the Autograd key serves calls that may need a graph; the backend key
@@ -322,7 +350,7 @@ def _register(ops: frozenset[str]) -> _State:
                     # calls that need no gradient (torch.no_grad(), or no input requiring
                     # one) there without Python.
                     op_key = f"Autograd{key}"
-                    autograd_kernel = _make_kernel(impl, rt, op_key, True)
+                    autograd_kernel = _kernel_for(impl, rt, op_key, True, mode)
                     if fronted:  # the gates' registration exists wherever the layer serves
                         native.gate(gates, name, autograd_kernel)
                     else:

@@ -136,14 +136,14 @@ def test_info_reports_runtime_fallbacks_of_this_process():
 
 def test_use_gems_that_fails_to_register_keeps_previous_state(monkeypatch):
     gems_core.enable(include="mul")
-    make_kernel = dispatch._make_kernel
+    make_kernel = dispatch._kernel_for
 
     def failing(impl, rt, key, *rest):
         if impl.name == "add.out":
             raise RuntimeError("cannot register")
         return make_kernel(impl, rt, key, *rest)
 
-    monkeypatch.setattr(dispatch, "_make_kernel", failing)
+    monkeypatch.setattr(dispatch, "_kernel_for", failing)
     with pytest.raises(RuntimeError, match="cannot register"), gems_core.use_gems(include="add"):
         pass
     assert gems_core.registered_ops() == packet("mul")

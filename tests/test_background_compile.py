@@ -253,7 +253,7 @@ def test_a_call_that_launched_waits_for_its_next_kernel(slow: SlowCompiles) -> N
     body = background.tracked(lambda: (_impl("fill_.Scalar")(out, 2.0), _impl("add_.Tensor")(out, y)))
     with RouteWatch(KERNEL_RAN) as watch:
         body()
-    assert time.perf_counter() - start >= 0.5 and watch.hit
+    assert time.perf_counter() - start >= 0.45 and watch.hit
     assert slow.asked == ["pointwise", "fill"]
     torch.testing.assert_close(out.double(), y.double() + 2.0, rtol=1.3e-6, atol=1e-5)
 
@@ -333,7 +333,7 @@ def test_an_in_place_op_aten_served_inside_a_call_is_that_calls_write(slow: Slow
     body = background.tracked(lambda out, other: (out.copy_(source), _impl("fill_.Scalar")(other, 3.0)))
     with gems_core.use_gems(include=["copy_"]):
         body(out, other)
-    assert time.perf_counter() - start >= 0.5 and slow.asked == ["fill", "pointwise"]
+    assert time.perf_counter() - start >= 0.45 and slow.asked == ["fill", "pointwise"]
     assert torch.equal(out, source.float()) and torch.equal(other, torch.full((4,), 3.0))
 
 
@@ -357,7 +357,7 @@ def test_aten_writing_a_tensor_the_call_made_leaves_the_call_free_to_go_to_aten(
         assert torch.equal(other, before) and slow.asked == ["pointwise", "fill"]
         mine = torch.randn(8, 4)
         background.tracked(body)(other, mine)  # wrote into an argument: waits for the fill
-    assert time.perf_counter() - start >= 0.5 and torch.equal(other, torch.full((4,), 3.0))
+    assert time.perf_counter() - start >= 0.45 and torch.equal(other, torch.full((4,), 3.0))
     assert torch.equal(mine[:7, :3], source.float()) and slow.asked.count("fill") == 1
 
 

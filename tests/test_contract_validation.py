@@ -71,11 +71,13 @@ LOAD = '''
     result = {
         "warned": warned,
         "problems": [[p.hook, p.subject] for p in rt.policy.problems],
-        "gates": {op: sorted(d) for op, d in rt.policy.gates.items()},
+        # the plugin's own gates: under emulation the host's join them, labelled
+        "gates": {op: sorted(d) for op, d in rt.policy.gates.items()
+                  if not rt.policy.gate_reasons.get(op, "").startswith("the host's")},
         "keeps": {op: sorted(f) for op, f in rt.policy.gate_keeps.items()},
         "configs": {k: [c.describe() for c in v] for k, v in rt.policy.configs.items()},
         "options": sorted(rt.policy.compiler_options),
-        "deviations": [d.op for d in rt.policy.deviations],
+        "deviations": [d.op for d in rt.policy.deviations if not d.reason.startswith("the host's")],
     }
 '''
 
