@@ -202,16 +202,14 @@ class _Stamps:
 # ---------------------------------------------------------------- the parent
 
 
-def _run_child(args: argparse.Namespace, provider: str, workload: str, env: dict[str, str],
-               timeout: float | None = None) -> dict:
+def _run_child(args: argparse.Namespace, provider: str, workload: str, env: dict[str, str]) -> dict:
     command = [sys.executable, __file__, "--child", "--provider", provider, "--workload", workload,
                "--new-tokens", str(args.new_tokens)] + (["--tiny"] if args.tiny else [])
-    timeout = args.timeout if timeout is None else timeout
     start = time.perf_counter()
     try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
-        return {"error": f"the process took over {timeout:g} s", "process_s": timeout}
+        return {"error": f"the process took over {args.timeout:g} s", "process_s": args.timeout}
     wall = time.perf_counter() - start
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["exit status %d" % done.returncode])[-1],
@@ -268,18 +266,16 @@ def _case(args: argparse.Namespace, scenario: str, provider: str, workload: str)
                "GEMS_SHIPPED_TUNING": "1" if scenario == "shipped" else "0"}
         if args.tiny:
             env.setdefault("GEMS_DEVICE", "cpu")
+        row = {"scenario": scenario, "provider": provider, "workload": workload}
         if scenario == "warm" and provider == "gems" and args.warm_cache:
             # a cache folder made beforehand (``warmup --cache-dir``), as an image would carry it
             shutil.copytree(args.warm_cache, env["GEMS_CACHE_DIR"])
             env["TRITON_CACHE_DIR"] = str(Path(env["GEMS_CACHE_DIR"]) / "triton")
         elif scenario == "warm" and provider == "gems":
-            primed = _prime(args, workload, env, Path(folder) / "signatures.json")
-            if "error" in primed:
-                return {"scenario": scenario, "provider": provider, "workload": workload, **primed}
-            return {"scenario": scenario, "provider": provider, "workload": workload, **primed,
-                    **_run_child(args, provider, workload, env)}
-        return {"scenario": scenario, "provider": provider, "workload": workload,
-                **_run_child(args, provider, workload, env)}
+            row.update(_prime(args, workload, env, Path(folder) / "signatures.json"))
+            if "error" in row:
+                return row
+        return {**row, **_run_child(args, provider, workload, env)}
 
 
 def _table(results: list[dict]) -> str:

@@ -288,30 +288,27 @@ def _make_kernel(
     return backend_kernel
 
 
-#: the kernels the last runtime's registrations made, for its next registration (a
-#: use_gems() block entered again makes one or two per served op: several ms): by op, key,
-#: keyset flag and compile mode, with the objects the kernel closed over, which must be the
-#: same ones (a replaced policy or failure record makes a new kernel). Kernels that track
+#: the kernels registrations made, for the next registration (a use_gems() block entered
+#: again makes one or two per served op: several ms): by op, key, keyset flag and compile
+#: mode, with the objects the kernel closed over, which must be the same ones (another
+#: runtime, a replaced policy or failure record makes a new kernel). Kernels that track
 #: background compiles are made afresh, as their compile state belongs to one registration.
-_kernels: dict[tuple[str, str, bool, str], tuple[Any, Any, Any, Callable[..., Any]]] = {}
-_kernels_runtime: list[int] = [-1]
+_kernels: dict[tuple[str, str, bool, str], tuple[tuple[Any, ...], Callable[..., Any]]] = {}
 
 
 def _kernel_for(impl: OpImpl, rt: runtime.Runtime, dispatch_key: str, with_keyset: bool,
                 mode: str) -> Callable[..., Any]:
     """:func:`_make_kernel`'s kernel, kept from an earlier registration where nothing it
     depends on changed (``mode``: :func:`background.mode`, read once a registration)."""
-    if _kernels_runtime[0] != rt.number:
-        _kernels.clear()
-        _kernels_runtime[0] = rt.number
     if mode == "background":  # its kernels keep per-op compile state (background.tracked)
         return _make_kernel(impl, rt, dispatch_key, with_keyset)
     key = (impl.name, dispatch_key, with_keyset, mode)
+    made_from = (rt, impl, rt.policy, rt.runtime_fallbacks)
     found = _kernels.get(key)
-    if found is not None and found[0] is impl and found[1] is rt.policy and found[2] is rt.runtime_fallbacks:
-        return found[3]
+    if found is not None and all(a is b for a, b in zip(found[0], made_from)):
+        return found[1]
     kernel = _make_kernel(impl, rt, dispatch_key, with_keyset)
-    _kernels[key] = (impl, rt.policy, rt.runtime_fallbacks, kernel)
+    _kernels[key] = (made_from, kernel)
     return kernel
 
 

@@ -84,6 +84,11 @@ class Policy:
             return ALL_DTYPES
         return frozenset(dtypes) if dtypes else None
 
+    def leaves_to_aten(self, overload: str, dtype: str) -> bool:
+        """Whether ``overload`` (or its packet) is gated to ATen for ``dtype`` (a name)."""
+        gate = self.gate_for(overload)
+        return gate is not None and (not gate or dtype in gate)
+
     def keeps_for(self, overload: str) -> frozenset[str]:
         """Forms of ``overload``'s calls that gems keeps serving under its whole-op gate."""
         found: frozenset[str] = frozenset()

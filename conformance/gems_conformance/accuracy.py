@@ -40,7 +40,7 @@ def deviation_for(case: OpCase, dtype: str, label: str, kind: str) -> Any:
 def gated(case: OpCase, dtype: str) -> list[str]:
     """The ops of ``case`` the backend's policy sends to ATen in ``dtype``."""
     policy = runtime.current().policy
-    return [op for op in case.aten if (gate := policy.gate_for(op)) is not None and (not gate or dtype in gate)]
+    return [op for op in case.aten if policy.leaves_to_aten(op, dtype)]
 
 
 def route(case: OpCase, dtype: str) -> tuple[str, str]:
@@ -48,13 +48,13 @@ def route(case: OpCase, dtype: str) -> tuple[str, str]:
     rt = runtime.current()
     if dtype in rt.selection.descriptor.dtypes.unsupported():
         return R.NOT_SUPPORTED, f"{rt.selection.descriptor.name} declares no {dtype} support"
-    policy = rt.policy
-    for op in gated(case, dtype)[:1]:
-        gate = policy.gate_for(op)
-        why = policy.gate_reasons.get(op) or policy.gate_reasons.get(op.split(".", 1)[0], "")
-        scope = "every dtype" if not gate else dtype
-        return R.FALLBACK, f"{op} gated to ATen for {scope}" + (f": {why}" if why else "")
-    return "run", ""
+    ops = gated(case, dtype)
+    if not ops:
+        return "run", ""
+    op, policy = ops[0], rt.policy
+    why = policy.gate_reasons.get(op) or policy.gate_reasons.get(op.split(".", 1)[0], "")
+    scope = "every dtype" if not policy.gate_for(op) else dtype
+    return R.FALLBACK, f"{op} gated to ATen for {scope}" + (f": {why}" if why else "")
 
 
 def _keeps_forms(case: OpCase) -> bool:

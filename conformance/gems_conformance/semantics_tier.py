@@ -378,8 +378,7 @@ def _room(case: SemanticCase, device: torch.device, profile: str) -> str:
 def _gated(case: SemanticCase) -> list[str]:
     """The ops of ``case`` the backend's policy sends to ATen in its dtype."""
     policy = runtime.current().policy
-    return [op for op in case.aten
-            if (gate := policy.gate_for(op)) is not None and (not gate or case.dtype in gate)]
+    return [op for op in case.aten if policy.leaves_to_aten(op, case.dtype)]
 
 
 def check(case: SemanticCase, device: torch.device, profile: str = "full") -> Record:

@@ -154,19 +154,23 @@ def _checked(lists: Sequence[Sequence[torch.Tensor]]) -> tuple[tuple[int, ...], 
 _CAPTURED: list[torch.Tensor] = []
 
 
-def _apply(op: str, out: list[torch.Tensor], inputs: list[list[torch.Tensor]], number: Any = 1.0,
+def _apply(op: str, out: list[torch.Tensor] | None, inputs: list[list[torch.Tensor]], number: Any = 1.0,
            per_tensor: Sequence[Any] | None = None) -> Any:
     """Launch ``op`` over the lists (``inputs``: self, then up to two more lists), writing
-    ``out``; NotImplemented where the lists are not served."""
-    rows = [out, *inputs]
-    checked = _checked(rows)
-    if checked is None or (per_tensor is not None and len(per_tensor) != len(out)):
+    ``out`` (None: new tensors like self's, made once the lists pass); NotImplemented where
+    the lists are not served."""
+    checked = _checked(inputs if out is None else [out, *inputs])
+    if checked is None or (per_tensor is not None and len(per_tensor) != len(inputs[0])):
         return NotImplemented
     if isinstance(number, complex) or any(isinstance(v, complex) for v in per_tensor or ()):
         return NotImplemented
+    pointers, counts = checked
+    if out is None:  # contiguous tensors of self's sizes, dtype and device: they pass too
+        out = [torch.empty_like(t) for t in inputs[0]]
+        pointers = tuple([t.data_ptr() for t in out]) + pointers
+    rows = [out, *inputs]
     device = out[0].device
     pad = 4 - len(rows)  # the unused rows repeat self's
-    pointers, counts = checked
     pointers += pointers[len(out):2 * len(out)] * pad
     table, sizes, work = address_table(rows + [inputs[0]] * pad, device, _CHUNK, (pointers, counts))
     scalars = sizes
@@ -190,9 +194,7 @@ def _inplace(op: str, self: list[torch.Tensor], *others: list[torch.Tensor], num
 
 def _functional(op: str, self: list[torch.Tensor], *others: list[torch.Tensor], number: Any = 1.0,
                 per_tensor: Sequence[Any] | None = None) -> Any:
-    if _checked([self, *others]) is None:
-        return NotImplemented
-    return _apply(op, [torch.empty_like(t) for t in self], [self, *others], number, per_tensor)
+    return _apply(op, None, [self, *others], number, per_tensor)
 
 
 def _host_number(other: torch.Tensor, alpha: Any) -> Any:

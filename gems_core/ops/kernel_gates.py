@@ -12,5 +12,4 @@ from .. import runtime
 
 def leaves_to_aten(op: str, dtype: torch.dtype) -> bool:
     """True where the backend gates ``op`` (an ATen overload or packet) for ``dtype``."""
-    gate = runtime.current().policy.gate_for(op)
-    return gate is not None and (not gate or str(dtype).removeprefix("torch.") in gate)
+    return runtime.current().policy.leaves_to_aten(op, str(dtype).removeprefix("torch."))
