@@ -84,8 +84,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "ATen serves a call whose kernel is not compiled yet while worker processes compile it, "
             "and untuned shapes take their first config (tune with python -m gems_core warmup); "
             "sync: compile (and tune) a kernel before its first call returns"),
-    Setting("GEMS_AUTOTUNE", "1", _flag,
-            "0: take each kernel's first config instead of benchmarking the candidates"),
+    Setting("GEMS_AUTOTUNE", "on", _choice("on", "off", "cached", **dict.fromkeys(_TRUE, "on"), **_OFF),
+            "0: take each kernel's first config instead of benchmarking the candidates; cached: "
+            "take the backend's shipped or a remembered choice, else the first config (benchmark "
+            "nothing)"),
     Setting("GEMS_SHIPPED_TUNING", "1", _flag, "0: ignore the backend's shipped tuning tables"),
     Setting("GEMS_NATIVE", "1", _words(*_TRUE, *_FALSE, "check", "force"),
             "0: no native dispatch layer; check: check its every replay against Python"),

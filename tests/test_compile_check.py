@@ -46,7 +46,11 @@ def checked(request: pytest.FixtureRequest) -> dict[str, list]:
     # the longest first: a vendor's newer arch compiles its kernel variants too
     jobs = [(b, t) for b in CHECKS if b in wanted for t in reversed(CHECKS[b][0])]
     with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
-        done = pool.map(lambda job: check_backend(job[0], [job[1]], CHECKS[job[0]][1], dedupe="kernel"), jobs)
+        # the whole-backend checks in one process per target (this file runs them side by
+        # side already); the cpu backend's in two, so that splitting a target's op cases among
+        # processes is checked end to end
+        done = pool.map(lambda job: check_backend(job[0], [job[1]], CHECKS[job[0]][1], dedupe="kernel",
+                                                  jobs=2 if job[0] == "cpu" else 1), jobs)
         results: dict[str, list] = {b: [] for b in wanted}
         for (backend, _), records in zip(jobs, done):
             results[backend] += records
@@ -144,3 +148,20 @@ def test_targets_parse_with_the_descriptors_warp_size() -> None:
     assert parse_target("cuda:90:32", DESCRIPTOR) == CUDA_90
     with pytest.raises(BackendError, match="warp size"):
         parse_target("cuda:90", DESCRIPTOR)
+
+
+def test_shards_merge_into_one_targets_records() -> None:
+    """A compile two shards both made is one record; a kernel one shard did not drive is
+    "not exercised" only where no shard drove it."""
+    from gems_conformance.compile_check import NOT_EXERCISED, CompileRecord, merge_shards
+
+    def record(kernel: str, status: str = OK, signature: str = "*fp32") -> CompileRecord:
+        return CompileRecord(kernel=kernel, config="BLOCK=64", target="cuda:90", status=status, signature=signature)
+
+    first = [record("pointwise"), record("reduction"), record("mm", NOT_EXERCISED), record("topk", NOT_EXERCISED)]
+    second = [record("reduction"), record("reduction", signature="*fp16"), record("mm"),
+              record("pointwise", NOT_EXERCISED), record("topk", NOT_EXERCISED)]
+    merged = merge_shards([first, second])
+    assert [(r.kernel, r.status, r.signature) for r in merged] == [
+        ("pointwise", OK, "*fp32"), ("reduction", OK, "*fp32"), ("topk", NOT_EXERCISED, "*fp32"),
+        ("reduction", OK, "*fp16"), ("mm", OK, "*fp32")]

@@ -64,6 +64,60 @@ def test_a_sample_aten_refuses_on_the_device_is_the_gated_ops_fallback(monkeypat
     assert served.status == R.ERROR and "ATen itself raised" in served.message
 
 
+def test_a_sample_only_the_devices_aten_refuses_is_judged_by_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ATen's kernel for the device raising where its CPU kernel computes (angle of float16
+    on CUDA, an empty batch norm): gems' result is held to the float64 reference and its
+    dtype to ATen's on the CPU; a wrong gems result still fails, and a sample ATen refuses
+    on the CPU too stays an ERROR of the case."""
+    from gems_conformance import accuracy
+
+    base = all_cases()["abs"]
+    on_device = {"refuse": True}
+
+    def refuses_on_the_device(x: torch.Tensor) -> torch.Tensor:
+        if on_device["refuse"]:
+            on_device["refuse"] = False  # the first call is the device's: later ones compute
+            raise NotImplementedError('"abs_cuda" not implemented for this sample')
+        return torch.abs(x)
+
+    # the CPU stands in for the device: the host copy is the same tensors
+    monkeypatch.setattr(accuracy, "_to_host", lambda value: value)
+    case = dataclasses.replace(base, call=refuses_on_the_device)
+    sample = next(iter(case.samples(torch.float32, torch.device("cpu"), "quick")))
+    codes = frozenset().union(*implementations(case.aten).values())
+    passed = check_sample(case, sample, 0, "float32", "run", "", codes)
+    assert passed.status == R.PASS and passed.served_by == "gems", (passed.status, passed.message)
+    assert "ATen on this device raises here" in passed.reason
+
+    def wrong_under_gems(x: torch.Tensor) -> torch.Tensor:
+        if on_device["refuse"]:
+            on_device["refuse"] = False
+            raise NotImplementedError("refused on the device")
+        return torch.abs(x) + (1.0 if x.dtype != torch.float64 else 0.0)  # gems' call is off
+
+    on_device["refuse"] = True
+    failed = check_sample(dataclasses.replace(base, call=wrong_under_gems), sample, 0, "float32", "run", "", codes)
+    assert failed.status == R.FAIL
+
+    def refuses_everywhere(x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("no such sample")
+
+    error = check_sample(dataclasses.replace(base, call=refuses_everywhere), sample, 0, "float32", "run", "", codes)
+    assert error.status == R.ERROR and "ATen itself raised" in error.message
+
+
+def test_an_empty_result_may_take_the_devices_shape() -> None:
+    """pixel_unshuffle of an empty input: ATen's CUDA kernel shapes the empty result as a
+    non-empty one, its CPU kernel returns the input's shape; gems matching the device passes."""
+    from gems_conformance.accuracy import _empty_as_on_device
+
+    device_shape, cpu_shape = torch.empty(0, 8, 2, 2), torch.empty(0, 2, 4, 4)
+    assert _empty_as_on_device(torch.empty(0, 8, 2, 2), device_shape, cpu_shape)
+    assert not _empty_as_on_device(torch.empty(0, 2, 4, 4), device_shape, cpu_shape)  # the reference's: compared as usual
+    assert not _empty_as_on_device(torch.empty(0, 2, 8), device_shape, cpu_shape)  # neither
+    assert not _empty_as_on_device(torch.ones(2), torch.ones(2), torch.ones(1, 2))  # not empty
+
+
 def _host(gates: list[object], deviations: list[Deviation]) -> SimpleNamespace:
     answers = {"gems_unsupported_ops": gates, "gems_known_deviations": deviations}
     return SimpleNamespace(name="host", call=lambda hook: answers.get(hook))

@@ -130,7 +130,8 @@ def test_the_seen_set_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(("name", "value", "parsed"), [
-    ("GEMS_AUTOTUNE", None, True), ("GEMS_AUTOTUNE", "0", False), ("GEMS_AUTOTUNE", " Off ", False),
+    ("GEMS_AUTOTUNE", None, "on"), ("GEMS_AUTOTUNE", "0", "off"), ("GEMS_AUTOTUNE", " Off ", "off"),
+    ("GEMS_AUTOTUNE", "Cached", "cached"), ("GEMS_AUTOTUNE", "yes", "on"),
     ("GEMS_EMULATE", "yes", True), ("GEMS_EMULATE", "", False),
     ("GEMS_MM_TMA", None, "auto"), ("GEMS_MM_TMA", "0", "off"), ("GEMS_MM_TMA", "FORCE", "force"),
     ("GEMS_NATIVE", "force, check", frozenset({"force", "check"})),

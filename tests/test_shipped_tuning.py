@@ -92,6 +92,27 @@ def test_a_table_entry_is_used_before_the_disk_cache_with_no_benchmark(table) ->
     assert timed == [64, 128, 256] and asked == [MODEL]  # the hook is asked once per model
 
 
+def test_autotune_cached_takes_shipped_and_remembered_choices_and_benchmarks_nothing(
+        table, monkeypatch: pytest.MonkeyPatch) -> None:
+    tunable, write, _ = table
+    monkeypatch.setenv("GEMS_AUTOTUNE", "cached")
+    write(_table(tunable, 256))
+    merge_json(tunable._cache_path(MODEL), {repr(("k", 9)): tunable.defaults[1].describe()})
+    before = tuning.benchmarks_run
+
+    def bench(config: KernelConfig) -> float:
+        raise AssertionError("GEMS_AUTOTUNE=cached benchmarks nothing")
+
+    assert tunable.choose(KEY, bench).params["BLOCK"] == 256  # the shipped table
+    assert tunable.choose(("k", 9), bench).params["BLOCK"] == 128  # remembered on disk
+    assert tunable.choose(("k", 10), bench).params["BLOCK"] == 64  # neither: the first config
+    assert tuning.benchmarks_run == before
+    # GEMS_AUTOTUNE=0 takes the first config even where a choice is shipped
+    monkeypatch.setenv("GEMS_AUTOTUNE", "0")
+    tunable._chosen.clear()
+    assert tunable.choose(KEY, bench).params["BLOCK"] == 64
+
+
 def test_a_stale_entry_is_ignored_with_one_warning(table) -> None:
     tunable, write, _ = table
     write(_table(tunable, 256, source="0123456789abcdef"))  # measured for another kernel source

@@ -47,7 +47,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", type=Path, help="a previous report.json: fail on any regression")
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds a worker may stay silent before it is killed as hung (default 300)")
-    p.add_argument("--workers", type=int, default=0, help="worker processes (default: one per CPU, at most 8)")
+    p.add_argument("--workers", type=int, default=0, help="worker processes (default: one per CPU, at most 16)")
     p.add_argument("--quiet", action="store_true", help="no progress display on stderr")
     p.add_argument("--version", action="version", version=f"gems-conformance {__version__}")
     return p

@@ -92,9 +92,13 @@ def check_backend(
         targets = compile_targets(_descriptor(name))
     if not targets:
         return []
-    workers = max(1, min(len(targets), jobs or os.cpu_count() or 1))
+    cpus = jobs or os.cpu_count() or 1
+    workers = max(1, min(len(targets), cpus))
+    # each target's cases are split among child processes: one process compiling every
+    # kernel of a backend takes tens of minutes
+    shards = max(1, min(MAX_SHARDS, cpus // len(targets)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = pool.map(lambda t: _check_target(name, t, ops, profile, dedupe), targets)
+        results = pool.map(lambda t: _check_target(name, t, ops, profile, dedupe, shards), targets)
         return [record for chunk in results for record in chunk]
 
 
@@ -131,36 +135,65 @@ def _compiler_missing(target: TritonTarget) -> str:
     return ""
 
 
+#: child processes a target's cases are split among, at most
+MAX_SHARDS = 8
+
+
 def _check_target(
-    name: str, target: TritonTarget, ops: Sequence[str] | None, profile: str, dedupe: str
+    name: str, target: TritonTarget, ops: Sequence[str] | None, profile: str, dedupe: str, shards: int = 1
 ) -> list[CompileRecord]:
     missing = _compiler_missing(target)
     if missing:
         return [CompileRecord(kernel="*", config="-", target=_target_text(target),
                               status="not_exercised", message=missing)]
     with tempfile.TemporaryDirectory(prefix="gems-compile-check-") as tmp:
-        out = Path(tmp) / "records.json"
         env = dict(os.environ)
         env.pop("TRITON_INTERPRET", None)  # the interpreter compiles nothing
         env["GEMS_DEVICE"] = name
         env["GEMS_COMPILE_TARGET"] = f"{target.backend}:{target.arch}:{target.warp_size}"
-        # a cache of its own: every kernel is really compiled, and ptxas reports on each
-        env["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton-cache")
         env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-        command = [sys.executable, "-m", "gems_conformance.compile_check", "--worker", "--json", str(out)]
-        command += ["--profile", profile, "--dedupe", dedupe]
-        if ops:
-            command += ["--ops", ",".join(ops)]
-        proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-        if proc.returncode == 0 and out.exists():
-            return [CompileRecord(**row) for row in json.loads(out.read_text())["records"]]
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-        return [
-            CompileRecord(
-                kernel="*", config="-", target=_target_text(target), status=ERROR,
-                message=f"the compile check for this target failed (exit {proc.returncode}): {tail}",
-            )
-        ]
+        children = []
+        for shard in range(shards):
+            out = Path(tmp) / f"records-{shard}.json"
+            # a cache of its own: every kernel is really compiled, and ptxas reports on each
+            shard_env = {**env, "TRITON_CACHE_DIR": str(Path(tmp) / f"triton-cache-{shard}")}
+            command = [sys.executable, "-m", "gems_conformance.compile_check", "--worker", "--json", str(out)]
+            command += ["--profile", profile, "--dedupe", dedupe, "--shard", f"{shard}/{shards}"]
+            if ops:
+                command += ["--ops", ",".join(ops)]
+            children.append((out, subprocess.Popen(command, env=shard_env, stdout=subprocess.PIPE,
+                                                   stderr=subprocess.PIPE, text=True)))
+        found: list[list[CompileRecord]] = []
+        failures = []
+        for out, proc in children:
+            stdout, stderr = proc.communicate()
+            if proc.returncode == 0 and out.exists():
+                found.append([CompileRecord(**row) for row in json.loads(out.read_text())["records"]])
+            else:
+                tail = "\n".join((stderr or stdout).strip().splitlines()[-15:])
+                failures.append(CompileRecord(
+                    kernel="*", config="-", target=_target_text(target), status=ERROR,
+                    message=f"the compile check for this target failed (exit {proc.returncode}): {tail}",
+                ))
+        return failures + merge_shards(found)
+
+
+def merge_shards(shards: Sequence[Sequence[CompileRecord]]) -> list[CompileRecord]:
+    """One target's records from its shards: a compile two shards both made once, and a
+    kernel "not exercised" only where no shard drove it."""
+    driven = {r.kernel for chunk in shards for r in chunk if r.status != NOT_EXERCISED}
+    merged: list[CompileRecord] = []
+    seen: set[tuple[str, ...]] = set()
+    for chunk in shards:
+        for record in chunk:
+            if record.status == NOT_EXERCISED and record.kernel in driven:
+                continue
+            key = (record.kernel, record.config, record.target, record.status, record.function,
+                   record.signature, record.constexprs, record.message)
+            if key not in seen:
+                seen.add(key)
+                merged.append(record)
+    return merged
 
 
 # --- the child: compile-only execution for one target ---------------------------------
@@ -177,10 +210,13 @@ class _Context:
 
 
 def check_in_process(
-    ops: Sequence[str] | None = None, profile: str = "quick", dedupe: str = "signature"
+    ops: Sequence[str] | None = None, profile: str = "quick", dedupe: str = "signature",
+    shard: tuple[int, int] = (0, 1),
 ) -> list[CompileRecord]:
     """The compile check in this process, which must run compile-only execution (see the
-    module docstring); :func:`check_backend` runs it for each target."""
+    module docstring); :func:`check_backend` runs it for each target. ``shard`` (index,
+    count): this process drives every count-th op case from index; the first shard also
+    compiles the backend's variants."""
     from gems_core import aot, runtime, tuning
 
     rt = runtime.current()
@@ -188,7 +224,8 @@ def check_in_process(
         raise RuntimeError("check_in_process needs GEMS_COMPILE_TARGET (see gems_conformance.compile_check)")
     target = rt.selection.execution.compile_target
     limits = rt.selection.descriptor.limits_for(target.arch)
-    records = _dropped_option_records(rt.policy.dropped_options, target)
+    index, count = shard
+    records = _dropped_option_records(rt.policy.dropped_options, target) if index == 0 else []
     spaces = {name: t.configs() for name, t in tuning.tunables().items()}
     context = _Context()
     compiled: set[str] = set()
@@ -197,7 +234,7 @@ def check_in_process(
         compiled.add(result.name)
         records.append(_record(result, spaces, limits, context))
 
-    cases = _select_cases(ops, profile)
+    cases = _select_cases(ops, profile)[index::count]
     rounds = max((len(c) for c in spaces.values()), default=1)
     used_by: dict[tuple[str, str], set[str]] = {}
     with aot.observe(on_compile), aot.deduplicating(_same_compile(dedupe, spaces)), \
@@ -207,7 +244,8 @@ def check_in_process(
             with tuning.forcing(_picker(spaces, round_index, context)):
                 for case in cases:
                     _drive_case(case, round_index, spaces, used_by, context, records, target, rt)
-    records += _variant_records(rt, target, limits, ops)
+    if index == 0:
+        records += _variant_records(rt, target, limits, ops)
     for name, configs in spaces.items():
         if name not in compiled:
             records.append(CompileRecord(
@@ -515,10 +553,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         + "; ".join(f"{k}: {v}" for k, v in DEDUPE_LEVELS.items()))
     parser.add_argument("--json", help="write the records here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--shard", default="0/1", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     ops = [o for o in args.ops.split(",") if o] or None
     if args.worker:
-        return _worker(ops, args.profile, args.dedupe, args.json)
+        index, count = (int(part) for part in args.shard.split("/"))
+        return _worker(ops, args.profile, args.dedupe, args.json, (index, count))
     if not args.device:
         parser.error("--device is required")
     targets = None
@@ -536,9 +576,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if any(r.failed for r in records) else 0
 
 
-def _worker(ops: Sequence[str] | None, profile: str, dedupe: str, out: str | None) -> int:
+def _worker(ops: Sequence[str] | None, profile: str, dedupe: str, out: str | None,
+            shard: tuple[int, int] = (0, 1)) -> int:
     started = time.perf_counter()
-    records = check_in_process(ops, profile, dedupe)
+    records = check_in_process(ops, profile, dedupe, shard)
     payload = {"seconds": time.perf_counter() - started, "records": [asdict(r) for r in records]}
     if out:
         Path(out).write_text(json.dumps(payload))

@@ -80,12 +80,16 @@ def to_record(item: Any) -> Record:
 
 def check_compile(ops: Sequence[str] = (), profile: str = "quick") -> tuple[list[Record], str]:
     """(records, "") or ([], why the tier was skipped). ``ops`` (op case names) and
-    ``profile`` are passed on to check_backend."""
+    ``profile`` are passed on to check_backend; the quick profile compiles each kernel x
+    config once (``dedupe="kernel"``)."""
     descriptor = runtime.current().selection.descriptor
     if descriptor.interpreter and not descriptor.compile_targets:
         return [], "the backend runs kernels in the Triton interpreter: nothing to compile ahead of time"
     from .compile_check import check_backend
 
     name = runtime.current().selection.backend.name
-    records = check_backend(name, ops=list(ops) if ops else None, profile=profile)
+    # quick: each kernel x config once per target, for the first argument types that reach
+    # it; the full profile compiles every signature the samples specialize on
+    dedupe = "kernel" if profile == "quick" else "signature"
+    records = check_backend(name, ops=list(ops) if ops else None, profile=profile, dedupe=dedupe)
     return [to_record(item) for item in records], ""

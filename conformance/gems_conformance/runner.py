@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import difflib
 import os
+import signal
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +21,19 @@ from .records import Record, TierResult
 #: deaths of one op case x dtype after which its remaining samples are given up
 MAX_CRASHES = 3
 COMPILE_SECONDS = 1800.0
+#: what ``--quick`` times in the performance tier (each in one dtype): the ops that carry a
+#: transformer's or a CNN's time, rather than every case x dtype (thousands of exclusive jobs)
+QUICK_PERFORMANCE = (
+    "add", "mul", "exp", "silu", "gelu", "sum", "mean", "amax", "argmax", "softmax", "log_softmax",
+    "layer_norm", "rms_norm", "cross_entropy", "mm", "bmm", "addmm", "scaled_dot_product_attention",
+    "embedding", "index_select", "cumsum", "topk", "sort", "cat", "copy_", "where", "gather",
+    "scatter_add", "var_mean", "convolution", "max_pool2d_with_indices", "batch_norm",
+    "upsample_nearest2d", "foreach_add_list_", "fused_adamw_",
+)
+#: the dtype a quick timing takes, the first of these a case has
+QUICK_PERFORMANCE_DTYPES = ("bfloat16", "float16", "float32")
+#: default workers: one per CPU up to this many (compiling kernels is what a worker's CPU does)
+MAX_WORKERS = 16
 
 
 @dataclass
@@ -29,7 +44,7 @@ class Options:
     profile: str = "full"
     ops: tuple[str, ...] = ()
     timeout: float = 300.0
-    workers: int = 0  # 0: one per CPU, at most 8
+    workers: int = 0  # 0: one per CPU, at most MAX_WORKERS
     quiet: bool = False
 
 
@@ -51,7 +66,9 @@ class _CaseState:
     crashes: int = 0
 
 
-def worker_env(options: Options) -> dict[str, str]:
+def worker_env(options: Options, timing: bool = False) -> dict[str, str]:
+    """The workers' environment; ``timing``: for the performance tier, which measures the
+    configs a process tunes."""
     env = dict(os.environ)
     env["GEMS_DEVICE"] = options.device
     if options.emulate:
@@ -60,13 +77,18 @@ def worker_env(options: Options) -> dict[str, str]:
         env.pop("GEMS_EMULATE", None)
     env["GEMS_CONFORMANCE_THREADS"] = str(max(1, (os.cpu_count() or 1) // worker_count(options)))
     env["GEMS_COMPILE"] = "sync"  # each sample's first call must be served by gems, not ATen
+    # the suite checks values: a kernel takes its shipped (or remembered) config, else its
+    # first, and no sample benchmarks candidates (over half a GPU run's time otherwise);
+    # the compile tier compiles every config. GEMS_AUTOTUNE set by the caller wins.
+    if not timing:
+        env.setdefault("GEMS_AUTOTUNE", "cached")
     return env
 
 
 def worker_count(options: Options) -> int:
     if options.workers > 0:
         return options.workers
-    return max(1, min(8, os.cpu_count() or 1))
+    return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
 
 
 def select_cases(cases: Mapping[str, Any], ops: tuple[str, ...]) -> list[str]:
@@ -109,10 +131,16 @@ def _plan(options: Options, ready: dict[str, Any], tiers: dict[str, TierResult])
                 # one job that compiles everything: it may stay silent for long
                 jobs.append({"tier": tier, "ops": cases if options.ops else [], "profile": options.profile,
                              "timeout": max(options.timeout, COMPILE_SECONDS)})
+            elif tier == "performance" and options.profile == "quick":
+                # timings of the quick profile's tiny shapes would measure launch cost only: the
+                # full profile's shapes, for a representative set (all of it where --ops names)
+                for name in (cases if options.ops else [c for c in QUICK_PERFORMANCE if c in cases]):
+                    dtypes = ready["cases"][name]["dtypes"]
+                    dtype = next((d for d in QUICK_PERFORMANCE_DTYPES if d in dtypes), dtypes[0] if dtypes else None)
+                    if dtype is not None:
+                        jobs.append({"tier": tier, "case": name, "dtype": dtype, "profile": "full"})
             else:
-                # timings of the quick profile's tiny shapes would measure launch cost only
-                profile = "full" if tier == "performance" and options.profile == "quick" else options.profile
-                jobs += [{"tier": tier, "case": name, "dtype": dtype, "profile": profile}
+                jobs += [{"tier": tier, "case": name, "dtype": dtype, "profile": options.profile}
                          for name in cases for dtype in ready["cases"][name]["dtypes"]]
     for number, job in enumerate(jobs):
         job["id"] = number
@@ -225,6 +253,16 @@ class _Collector:
 
 
 def run(options: Options) -> Result:
+    if threading.current_thread() is not threading.main_thread():
+        return _run(options)  # signals reach the main thread only
+    previous_sigint = signal.getsignal(signal.SIGINT)
+    try:
+        return _run(options)
+    finally:
+        signal.signal(signal.SIGINT, previous_sigint)
+
+
+def _run(options: Options) -> Result:
     pool = Pool(worker_count(options), worker_env(options), options.timeout)
     progress = Progress(total=0, quiet=options.quiet)
     try:
@@ -241,10 +279,19 @@ def run(options: Options) -> Result:
         unfinished = ""
         try:
             pool.run([j for j in jobs if j["tier"] != "performance"], collector.on_message, collector.on_crash)
-            pool.run([j for j in jobs if j["tier"] == "performance"], collector.on_message, collector.on_crash,
-                     exclusive=True)
+            timed = [j for j in jobs if j["tier"] == "performance"]
+            if timed:
+                # fresh workers that tune as a user's process does (the others take configs
+                # without benchmarking them)
+                pool.close()
+                pool = Pool(worker_count(options), worker_env(options, timing=True), options.timeout)
+                pool.start()
+                pool.run(timed, collector.on_message, collector.on_crash, exclusive=True)
         except KeyboardInterrupt:
-            # stopped (Ctrl-C, SIGTERM from a time limit): what ran is still reported
+            # stopped (Ctrl-C, SIGTERM from a time limit): what ran is still reported, and a
+            # second Ctrl-C (a time limit signals the whole process group) does not stop that
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
             unfinished = f"interrupted after {progress.done} of {progress.total} jobs"
             progress.note(f"gems-conformance: {unfinished}; writing the reports of what ran")
         progress.finish()

@@ -46,6 +46,17 @@ def _load_backend() -> str | None:
         return str(exc)
 
 
+def _start_native_build() -> None:
+    """The native dispatch layer builds in a thread where the backend launches through it
+    (a minute on a new machine, once): samples run meanwhile, without it, instead of every
+    worker's first sample waiting for the build in sync mode."""
+    from gems_core import native, runtime
+
+    execution = runtime.current().selection.execution
+    if not execution.interpreter and execution.launch is not None and native.wanted():
+        native.build_in_background()
+
+
 def _ready(channel: Channel, load_error: str | None) -> None:
     from gems_core import settings
 
@@ -145,6 +156,8 @@ def main() -> int:
 
             torch.set_num_threads(threads)
         load_error = _load_backend()
+        if load_error is None:
+            _start_native_build()
         _ready(channel, load_error)
     except Exception as exc:  # noqa: BLE001 - sent to the CLI, which reports it
         channel.send("fatal", error=f"{type(exc).__name__}: {exc}")

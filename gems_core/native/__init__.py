@@ -159,16 +159,29 @@ def _built() -> bool:
 
 
 def _load_without_waiting() -> ModuleType | None:
-    """The layer if it is loaded or built already; otherwise, with background compiles, None
-    while a thread builds it (a minute the first call must not wait), else built now."""
-    global _building
-    if _module is not None or _tried or background.mode() != "background" or _built():
+    """The layer if it is loaded or built already; otherwise None while a thread builds it (a
+    minute the first call must not wait): with background compiles, or after
+    :func:`build_in_background`; else built now."""
+    if _module is not None or _tried or _built():
         return load()
+    if _building is None and background.mode() != "background":
+        return load()
+    build_in_background()
+    return None
+
+
+def build_in_background() -> None:
+    """Start building (or loading) the layer in a thread, if no thread has; until it is
+    ready, registrations run without it, in any compile mode. For processes that want gems'
+    synchronous compiles without waiting a minute for the layer first (the conformance
+    suite's workers)."""
+    global _building
+    if _building is not None or _module is not None or _tried:
+        return  # started, built or given up: never wait on the build's lock here
     with _lock:
-        if _building is None:
+        if _building is None and _module is None and not _tried:
             _building = threading.Thread(target=load, name="gems-native-build", daemon=True)
             _building.start()
-    return None
 
 
 def available_for(execution: Any) -> ModuleType | None:

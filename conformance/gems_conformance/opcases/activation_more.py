@@ -91,23 +91,23 @@ def _gated(dt: torch.dtype, dev: torch.device, p: str) -> Any:
 register(OpCase("glu", ("glu",), lambda x, dy, dim: F.glu(x, dim), _gated, FLOATS))
 register(OpCase("glu_autograd", ("glu", "glu_backward"),
                 lambda x, dy, dim: _through_autograd(lambda t: F.glu(t, dim))(x, dy), _gated, FLOATS))
-register(OpCase("glu_out", ("glu.out",), lambda x, dy, dim: torch._C._nn.glu(x, dim, out=torch.empty(0, dtype=x.dtype)),
+register(OpCase("glu_out", ("glu.out",), lambda x, dy, dim: torch._C._nn.glu(x, dim, out=torch.empty(0, dtype=x.dtype, device=x.device)),
                 _gated, (torch.float32,)))
 register(OpCase("glu_backward_out", ("glu_backward.grad_input",),
-                lambda x, dy, dim: torch.ops.aten.glu_backward.grad_input(dy, x, dim, grad_input=torch.empty(0, dtype=x.dtype)),
+                lambda x, dy, dim: torch.ops.aten.glu_backward.grad_input(dy, x, dim, grad_input=torch.empty(0, dtype=x.dtype, device=x.device)),
                 _gated, (torch.float32,)))
 
 
 def _log_sigmoid_out(x: torch.Tensor) -> torch.Tensor:
     # the buffer is the forward's own scratch for its backward (ATen and gems keep different
     # values there): only the output is compared
-    output, buffer = torch.empty(0, dtype=x.dtype), torch.empty(0, dtype=x.dtype)
+    output, buffer = (torch.empty(0, dtype=x.dtype, device=x.device) for _ in range(2))
     return torch.ops.aten.log_sigmoid_forward.output(x, output=output, buffer=buffer)[0]
 
 
 def _log_sigmoid_backward_out(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     buffer = torch.ops.aten.log_sigmoid_forward(x)[1]  # the same backend's forward fills it
-    return torch.ops.aten.log_sigmoid_backward.grad_input(dy, x, buffer, grad_input=torch.empty(0, dtype=x.dtype))
+    return torch.ops.aten.log_sigmoid_backward.grad_input(dy, x, buffer, grad_input=torch.empty(0, dtype=x.dtype, device=x.device))
 
 
 register(OpCase("log_sigmoid_forward_out", ("log_sigmoid_forward.output",), _log_sigmoid_out, _unary, (torch.float32,)))

@@ -116,7 +116,7 @@ FOREACH: dict[str, tuple[str, Any, Any]] = {
                           _lists(2)),
     "foreach_add_scalar_": ("_foreach_add_.Scalar", _inplace(lambda a: torch._foreach_add_(a, 1.0)), _lists(1)),
     "foreach_add_tensor_": ("_foreach_add_.Tensor",
-                            _inplace(lambda a: torch._foreach_add_(a, torch.tensor(2.0), alpha=0.5)), _lists(1)),
+                            _inplace(lambda a: torch._foreach_add_(a, torch.tensor(2.0, device=a[0].device), alpha=0.5)), _lists(1)),
     "foreach_sub_list": ("_foreach_sub.List", lambda a, b: torch._foreach_sub(a, b, alpha=2), _lists(2)),
     "foreach_mul_scalar_": ("_foreach_mul_.Scalar", _inplace(lambda a: torch._foreach_mul_(a, 0.9)), _lists(1)),
     "foreach_mul_list": ("_foreach_mul.List", lambda a, b: torch._foreach_mul(a, b), _lists(2)),
