@@ -92,12 +92,12 @@ def _any(self: torch.Tensor) -> bool:
 
 
 def _unary_overloads(
-    name: str, op: PointwiseOp, doc: str, accepts: Callable[[torch.Tensor], bool] = _any
+    name: str, op: PointwiseOp, doc: str, accepts: Callable[[torch.Tensor], bool] = _any, inplace: bool = True
 ) -> None:
-    """Register ``name``, ``name.out`` and ``name_`` for a one-operand op. ``accepts`` says
-    which inputs gems serves; the others go to ATen, which raises its own error for them.
-    An ``out`` of another dtype than the result goes to ATen too (it casts or raises,
-    depending on the op)."""
+    """Register ``name``, ``name.out`` and (with ``inplace``, for ops ATen has one of)
+    ``name_`` for a one-operand op. ``accepts`` says which inputs gems serves; the others go
+    to ATen, which raises its own error for them. An ``out`` of another dtype than the result
+    goes to ATen too (it casts or raises, depending on the op)."""
 
     def functional(self: torch.Tensor) -> Any:
         if not accepts(self):
@@ -109,17 +109,18 @@ def _unary_overloads(
             return NotImplemented
         return op(self, out=out)
 
-    def inplace(self: torch.Tensor) -> Any:
+    def in_place(self: torch.Tensor) -> Any:
         if not accepts(self):
             return NotImplemented
         return op.inplace(self)
 
-    for fn, suffix in ((functional, ""), (out_variant, "_out"), (inplace, "_")):
+    for fn, suffix in ((functional, ""), (out_variant, "_out"), (in_place, "_")):
         fn.__name__ = fn.__qualname__ = f"{name}{suffix}"
         fn.__doc__ = doc
     aten_op(name)(functional)
     aten_op(f"{name}.out")(out_variant)
-    aten_op(f"{name}_")(inplace)
+    if inplace:
+        aten_op(f"{name}_")(in_place)
 
 
 _unary_overloads("abs", _abs, "|x| in the input's dtype; bool inputs go to ATen (which rejects them).",

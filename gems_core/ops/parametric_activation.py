@@ -1,6 +1,9 @@
-"""Activations with a parameter: celu (alpha; functional, out= and in place) and PReLU's
+"""Activations with a parameter: celu (alpha; functional, out= and in place), PReLU's
 kernels (a learned weight broadcast against the input: ``_prelu_kernel`` and its backward,
-which ATen's prelu composite calls and reduces).
+which ATen's prelu composite calls and reduces) and RReLU's backward
+(``rrelu_with_noise_backward``: in training the slopes drawn by the forward, kept in
+``noise``, times the gradient; in evaluation leaky_relu's backward with the mean slope
+(lower + upper) / 2).
 
 celu is activation_more.py's elu kernel with ``input_scale = 1 / alpha``, as ATen defines
 it; the PReLU kernels are generated pointwise ops. Floating inputs only: ATen raises for
@@ -75,3 +78,43 @@ def prelu_kernel(self: torch.Tensor, weight: torch.Tensor) -> Any:
 def prelu_kernel_backward(grad_output: torch.Tensor, self: torch.Tensor, weight: torch.Tensor) -> Any:
     """(grad_input, grad_weight), both of the broadcast shape."""
     return _prelu_backward(grad_output, self, weight) if _floating(grad_output, self, weight) else NotImplemented
+
+
+@pointwise(kind="DEFAULT", extras=("slope",))
+@triton.jit
+def _leaky_relu_backward(dy, x, slope):
+    # x (or the output, of the same sign for slope >= 0) > 0: dy; else slope * dy (NaN too, as in ATen)
+    return tl.where(x > 0, dy, dy * slope)
+
+
+@pointwise(kind="DEFAULT")
+@triton.jit
+def _noise_backward(dy, noise):
+    return dy * noise
+
+
+def _rrelu_backward(grad_output: torch.Tensor, self: torch.Tensor, noise: torch.Tensor, lower: Any, upper: Any,
+                    training: bool, self_is_result: bool, out: torch.Tensor | None = None) -> Any:
+    if training:
+        if not _floating(grad_output, noise, *([] if out is None else [out])):
+            return NotImplemented
+        return _noise_backward(grad_output, noise, out=out)
+    slope = (float(lower) + float(upper)) / 2
+    # ATen refuses a negative slope taken from the output (an in-place forward flips its sign)
+    if not _floating(grad_output, self, *([] if out is None else [out])) or (self_is_result and slope < 0):
+        return NotImplemented
+    return _leaky_relu_backward(grad_output, self, slope=slope, out=out)
+
+
+@aten_op("rrelu_with_noise_backward")
+def rrelu_with_noise_backward(grad_output: torch.Tensor, self: torch.Tensor, noise: torch.Tensor, lower: Any,
+                              upper: Any, training: bool, self_is_result: bool) -> Any:
+    """RReLU's input gradient: ``grad_output * noise`` in training, else leaky_relu's
+    backward with slope (lower + upper) / 2."""
+    return _rrelu_backward(grad_output, self, noise, lower, upper, training, self_is_result)
+
+
+@aten_op("rrelu_with_noise_backward.out")
+def rrelu_with_noise_backward_out(grad_output: torch.Tensor, self: torch.Tensor, noise: torch.Tensor, lower: Any,
+                                  upper: Any, training: bool, self_is_result: bool, *, out: torch.Tensor) -> Any:
+    return _rrelu_backward(grad_output, self, noise, lower, upper, training, self_is_result, out=out)

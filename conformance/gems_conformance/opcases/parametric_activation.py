@@ -1,6 +1,7 @@
 """Cases for gems_core/ops/parametric_activation.py: celu's out= and in-place forms (the
-functional one is activation_more's "celu" case) and PReLU (through F.prelu: its kernel, and
-the backward through autograd).
+functional one is activation_more's "celu" case), PReLU (through F.prelu: its kernel, and
+the backward through autograd) and RReLU's backward (called directly, in and out of
+training, and through autograd of F.rrelu in evaluation, which draws no noise).
 
 Elementwise samples of every layout with special values; alpha below and above 1; PReLU's
 weight one per channel (broadcast over a 3-d input's other dims) or a single one.
@@ -49,3 +50,29 @@ register(OpCase("celu_out", ("celu.out",), lambda x, alpha: torch.ops.aten.celu.
 register(OpCase("prelu", ("_prelu_kernel",), F.prelu, _prelu_samples, FLOATS))
 register(OpCase("prelu_autograd", ("_prelu_kernel", "_prelu_kernel_backward"), _prelu_input_grad, _prelu_samples,
                 FLOATS, reduction_length=lambda sample: sample.args[0].numel() // max(sample.args[1].numel(), 1)))
+
+
+def _rrelu_samples(dtype: torch.dtype, device: Any, profile: str) -> Iterator[Sample]:
+    # (grad_output, self, noise) and, in training, the slopes drawn by the forward in noise;
+    # out of training the mean slope, from the input or (self_is_result) the output
+    for sample in samples.elementwise(3, dtype, device, profile):
+        for training, self_is_result in ((True, False), (False, False), (False, True)):
+            yield Sample(sample.label, (*sample.args, 0.125, 0.375, training, self_is_result))
+
+
+def _rrelu_eval_grad(x: torch.Tensor) -> torch.Tensor:
+    x = x.detach().requires_grad_()
+    y = F.rrelu(x, 0.1, 0.3, training=False)
+    (grad,) = torch.autograd.grad(y, x, samples.ramp_like(y))
+    return grad
+
+
+register(OpCase("rrelu_with_noise_backward", ("rrelu_with_noise_backward",),
+                torch.ops.aten.rrelu_with_noise_backward, _rrelu_samples, FLOATS))
+register(OpCase("rrelu_with_noise_backward_out", ("rrelu_with_noise_backward.out",),
+                lambda dy, x, noise, *args: torch.ops.aten.rrelu_with_noise_backward.out(
+                    dy, x, noise, *args, out=torch.empty(torch.broadcast_shapes(dy.shape, x.shape, noise.shape),
+                                                         dtype=x.dtype, device=x.device)),
+                _rrelu_samples, (torch.float32,)))
+register(OpCase("rrelu_eval_autograd", ("rrelu_with_noise_backward",), _rrelu_eval_grad,
+                lambda dt, dev, p: samples.elementwise(1, dt, dev, p), FLOATS))
