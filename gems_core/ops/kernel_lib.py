@@ -20,6 +20,17 @@ def program_offsets(BLOCK_SIZE: tl.constexpr, INT64: tl.constexpr):
 
 
 @triton.jit
+def comparable(x):
+    """``x`` in a dtype whose comparisons are those of its values: 16-bit floats widened to
+    fp32 (exact). Triton's CPU interpreter (3.9) compares bf16 values as their storage bits
+    (-0.0 != 0.0, NaN == NaN, negatives ordered backwards); compiled code widens anyway."""
+    if x.dtype == tl.float16 or x.dtype == tl.bfloat16:
+        return x.to(tl.float32)
+    else:
+        return x
+
+
+@triton.jit
 def ncdhw_tile(M, INNER, C, D, H, W, CHANNELS_LAST: tl.constexpr, INT64: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """This program's BLOCK_M x BLOCK_N tile of a dense (N, C, D, H, W) tensor (absent dims

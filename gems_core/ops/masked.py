@@ -26,7 +26,7 @@ from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
 from .factory import converted_value
-from .kernel_lib import program_offsets
+from .kernel_lib import comparable, program_offsets
 
 COMPACT = Tunable(
     "compact",
@@ -66,8 +66,8 @@ def _flags(flag_ptr, offsets, mask, FLAG: tl.constexpr):
     if FLAG == 0:
         selected = tl.load(flag_ptr + offsets, mask=mask, other=0) != 0
     else:
-        value = tl.load(flag_ptr + offsets, mask=mask)
-        previous = tl.load(flag_ptr + offsets - 1, mask=mask & (offsets > 0))
+        value = comparable(tl.load(flag_ptr + offsets, mask=mask))
+        previous = comparable(tl.load(flag_ptr + offsets - 1, mask=mask & (offsets > 0)))
         selected = (offsets == 0) | (value != previous)
     return selected & mask
 
