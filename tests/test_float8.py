@@ -166,3 +166,27 @@ def test_float8_declared_by_the_descriptor() -> None:
 
     assert {"float8_e4m3fn", "float8_e5m2"} <= DtypeSupport().unsupported()  # off unless declared
     assert not {"float8_e4m3fn", "float8_e5m2"} & DtypeSupport(float8_e4m3fn=True, float8_e5m2=True).unsupported()
+
+
+@pytest.mark.parametrize("saturates", (True, False))
+def test_e4m3fn_past_448_follows_the_installed_torch(saturates: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch 2.13's cast saturates past 448; earlier releases round past 464 (and infinity)
+    to NaN. gems asks the installed torch once and writes what that torch writes; here
+    both rules are checked against the values they give."""
+    from gems_core.ops import float8
+
+    monkeypatch.setattr(float8, "aten_saturates_e4m3fn", lambda: saturates)
+    values = torch.tensor([448.0, 460.0, 464.0, 465.0, 479.0, 480.0, 1e4, float("inf"), 1.0625, float("nan")])
+    values = torch.cat([values, -values]).to(DEVICE)
+    watch = _watch("copy_")
+    with watch, gems_core.use_gems():
+        got = torch.empty(values.shape, dtype=torch.float8_e4m3fn, device=DEVICE).copy_(values)
+    assert watch.hit
+    big = (values.abs() > 464).cpu()  # past the tie with 448, which rounds to even (448)
+    # this torch's own cast for the values both rules agree on
+    cast = values.cpu().clamp(-448, 448).to(torch.float8_e4m3fn).float()
+    past = torch.full_like(cast, 448.0).copysign(values.cpu()) if saturates else torch.full_like(cast, float("nan"))
+    expected = torch.where(big, past, cast)
+    decoded = got.float().cpu()
+    assert torch.equal(decoded.isnan(), expected.isnan())
+    assert torch.equal(decoded.nan_to_num(), expected.nan_to_num())

@@ -11,6 +11,7 @@ import triton.language as tl
 
 from ..codegen.pointwise import pointwise
 from ..registry import aten_op
+from .kernel_lib import fmod_fn
 
 
 @pointwise(kind="DEFAULT")
@@ -74,12 +75,13 @@ def _floor_div(x, y):
     if x.dtype.is_floating():
         # Python's floor division, as ATen computes it: from fmod so that
         # x == y * q + r holds without the rounding error of floor(x / y).
-        r = x % y
+        r = fmod_fn(x, y)
         q = (x - r) / y
         q = tl.where((r != 0) & ((y < 0) != (r < 0)), q - 1, q)
         fq = tl.math.floor(q)
         fq = tl.where(q - fq > 0.5, fq + 1, fq)
-        return tl.where(y == 0, x / y, tl.where(q == 0, q * 0 * (x / y), fq))
+        # a zero quotient takes the sign of x / y (ATen: copysign(0, x / y))
+        return tl.where(y == 0, x / y, tl.where(q == 0, 0.0 * (x / y), fq))
     else:
         q = x // y
         fix = (x % y != 0) & ((x < 0) != (y < 0))

@@ -7,8 +7,10 @@ The conversions are ATen's:
 
 - to float8: through float32 (a float64 or int64 source is rounded to float32 first, as
   ATen's cast does), then rounded to nearest, ties to even; NaN stays NaN (sign kept).
-  e4m3fn has no infinity and saturates: anything beyond 448 (infinity included) becomes
-  ±448. e5m2 keeps IEEE's rules: past 57344 it rounds to ±inf.
+  e4m3fn has no infinity; what lies past 448 follows the installed torch, asked once:
+  torch 2.13's cast saturates (anything beyond 448, infinity included, becomes ±448),
+  earlier releases round it to NaN (from 464 up, infinity included). e5m2 keeps IEEE's
+  rules: past 57344 it rounds to ±inf.
 - from float8: exact in float32, then to the destination as from a float32 (int8, int16
   and uint8 through int64, keeping the low bits, as ATen converts them).
 
@@ -91,7 +93,13 @@ def _e5m2_value(byte):
 @pointwise(kind="NO_OPMATH")
 @triton.jit
 def _to_e4m3fn(x):
-    return _encode(x, 3, 7, 0x7E, 16384.0)
+    return _encode(x, 3, 7, 0x7E, 16384.0)  # past 448: 448 (0x7E)
+
+
+@pointwise(kind="NO_OPMATH")
+@triton.jit
+def _to_e4m3fn_nan(x):
+    return _encode(x, 3, 7, 0x7F, 16384.0)  # rounded past 448: NaN (0x7F)
 
 
 @pointwise(kind="NO_OPMATH")
@@ -149,6 +157,19 @@ _DECODERS = {
 }
 
 
+def _saturates() -> bool:
+    # asked when the module loads, before gems serves copy_ (the cast would reach gems)
+    return not bool(torch.tensor([1000.0]).to(torch.float8_e4m3fn).float().isnan().item())
+
+
+_SATURATES = _saturates()
+
+
+def aten_saturates_e4m3fn() -> bool:
+    """Whether this torch's cast to float8_e4m3fn saturates past 448 (else it gives NaN)."""
+    return _SATURATES
+
+
 def convert(dst: torch.Tensor, src: torch.Tensor) -> None:
     """``dst[...] = src`` where either is float8 (``src`` of ``dst``'s shape, expanded where
     broadcast), converted as ATen converts."""
@@ -159,7 +180,10 @@ def convert(dst: torch.Tensor, src: torch.Tensor) -> None:
         convert(wide, src)
         convert(dst, wide)
     elif dst.dtype in FLOAT8_DTYPES:
-        _ENCODERS[dst.dtype](src, out=dst.view(torch.uint8), dtype=torch.uint8, compute_dtype=torch.float32)
+        encoder = _ENCODERS[dst.dtype]
+        if dst.dtype == torch.float8_e4m3fn and not aten_saturates_e4m3fn():
+            encoder = _to_e4m3fn_nan
+        encoder(src, out=dst.view(torch.uint8), dtype=torch.uint8, compute_dtype=torch.float32)
     else:
         floating, integral, boolean = _DECODERS[src.dtype]
         # ATen converts a float to int32/int64 directly and to a narrower integer through a

@@ -61,3 +61,48 @@ def ncdhw_tile(M, INNER, C, D, H, W, CHANNELS_LAST: tl.constexpr, INT64: tl.cons
         c = rest % C
         n = rest // C
         return offsets, mask, n[:, None], c[:, None], d[:, None], h[:, None], cols[None, :]
+
+
+@triton.jit
+def fmod_fn(x, y):
+    """C's fmod, exact, for integers and floats up to 32 bits (float64 keeps Triton's ``%``).
+    Triton's ``%`` on floats compiles to ``x - trunc(x / y) * y`` on NVIDIA: wrong where the
+    quotient passes 2^24, and -inf for a subnormal divisor (libdevice's float32 fmod flushes
+    those to zero). Here the divisor, scaled by a power of two to within 2^25 of the
+    remainder, is taken out in float64, where every product and difference of such
+    operands (24-bit significands) is exact; one step per 25 bits of quotient, as many as
+    the block's largest quotient needs."""
+    if x.dtype.is_floating() and x.dtype != tl.float64:
+        a = tl.abs(x).to(tl.float64)
+        b = tl.abs(y).to(tl.float64)
+        eb = (b.to(tl.int64, bitcast=True) >> 52) & 0x7FF
+        finite = (b > 0) & (b < float("inf")) & (a < float("inf"))
+        span = tl.where(finite, ((a.to(tl.int64, bitcast=True) >> 52) & 0x7FF) - eb, 0)
+        r = tl.where(finite, a, 0.0)
+        for _ in range(tl.max(tl.maximum(span, 0)) // 25 + 2):
+            er = (r.to(tl.int64, bitcast=True) >> 52) & 0x7FF
+            k = tl.maximum(er - eb - 25, 0)
+            scaled = tl.where(finite, b * ((k + 1023) << 52).to(tl.float64, bitcast=True), 1.0)
+            r = r - tl.math.floor(r / scaled) * scaled
+            r = tl.where(r < 0, r + scaled, r)
+        r = tl.where(b == float("inf"), a, r)
+        r = tl.where((b == 0) | (a == float("inf")) | (x != x) | (y != y), float("nan"), r)
+        return tl.where((x < 0) | ((x == 0) & (1.0 / x < 0)), -r, r).to(x.dtype)  # fmod(-0.0, y) is -0.0
+    else:
+        return x % y
+
+
+@triton.jit
+def floor_fn(x):
+    """floor(x) for floats, a subnormal x included: libdevice's floor flushes subnormals to
+    zero where Triton compiles for NVIDIA (floor(-tiny / 2) would be -0.0, not -1.0);
+    comparisons keep them."""
+    f = tl.math.floor(x)
+    return tl.where((f == 0) & (x < 0), -1.0, f).to(x.dtype)
+
+
+@triton.jit
+def ceil_fn(x):
+    """ceil(x) for floats, a subnormal x included (see :func:`floor_fn`)."""
+    c = tl.math.ceil(x)
+    return tl.where((c == 0) & (x > 0), 1.0, c).to(x.dtype)

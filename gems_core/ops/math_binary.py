@@ -22,6 +22,7 @@ import triton.language as tl
 from ..codegen.pointwise import PointwiseOp, pointwise
 from ..registry import aten_op
 from .arithmetic import _check_int_zero_division
+from .kernel_lib import fmod_fn
 from .math_more import atan_fn, log1p_fn, signbit_fn
 
 
@@ -88,8 +89,8 @@ def _logaddexp(x, y):
 @pointwise(kind="DEFAULT")
 @triton.jit
 def _remainder(x, y):
-    # fmod (C's % in Triton, for integers too), moved to the divisor's sign
-    r = x % y
+    # fmod, moved to the divisor's sign (as ATen computes it)
+    r = fmod_fn(x, y)
     return tl.where((r != 0) & ((r < 0) != (y < 0)), r + y, r)
 
 

@@ -19,6 +19,7 @@ import triton.language as tl
 
 from ..codegen.pointwise import pointwise
 from ..registry import aten_op
+from .kernel_lib import ceil_fn, floor_fn
 from .math import _unary_overloads
 
 
@@ -218,7 +219,7 @@ def _logit_eps(x, eps):
 @triton.jit
 def _ceil(x):
     if x.dtype.is_floating():
-        return tl.math.ceil(x)
+        return ceil_fn(x)
     else:
         return x
 
@@ -227,7 +228,7 @@ def _ceil(x):
 @triton.jit
 def _floor(x):
     if x.dtype.is_floating():
-        return tl.math.floor(x)
+        return floor_fn(x)
     else:
         return x
 
