@@ -87,3 +87,19 @@ def test_a_background_build_does_not_hold_up_a_sync_process(monkeypatch: pytest.
     release.set()
     native._building.join(10)
     assert native._load_without_waiting() is built
+
+
+def test_a_sample_stopped_on_the_host_is_no_compile_error() -> None:
+    """compile-only execution computes no values: ATen reading a garbage index tensor
+    stops the sample, which the compile tier reports as NOT SUPPORTED with the reason; a
+    failed compile stays a FAIL."""
+    from gems_conformance import records as R
+    from gems_conformance.compile_check import ERROR, HOST_ERROR, CompileRecord
+    from gems_conformance.compile_tier import to_record
+
+    stopped = to_record(CompileRecord(kernel="-", config="-", target="cuda:90", status=HOST_ERROR,
+                                      message="RuntimeError: index 862190727 is out of bounds", op="gather"))
+    assert stopped.status == R.NOT_SUPPORTED and "stopped on the host" in stopped.message
+    failed = to_record(CompileRecord(kernel="mm", config="BLOCK_M=64", target="cuda:90", status=ERROR,
+                                     message="out of resource: shared memory"))
+    assert failed.status == R.FAIL

@@ -18,7 +18,7 @@ from .records import Record
 _STATUS_WORDS = {
     "pass": R.PASS, "passed": R.PASS, "ok": R.PASS, "compiled": R.PASS,
     "fail": R.FAIL, "failed": R.FAIL, "error": R.FAIL, "over_limits": R.FAIL,
-    "host_error": R.ERROR, "not_exercised": R.NOT_SUPPORTED, "skip": R.NOT_SUPPORTED, "skipped": R.NOT_SUPPORTED, "not supported": R.NOT_SUPPORTED,
+    "host_error": R.NOT_SUPPORTED, "not_exercised": R.NOT_SUPPORTED, "skip": R.NOT_SUPPORTED, "skipped": R.NOT_SUPPORTED, "not supported": R.NOT_SUPPORTED,
     "unsupported": R.NOT_SUPPORTED, "xfail": R.XFAIL, "xpass": R.XPASS,
 }
 
@@ -50,7 +50,11 @@ def _status(data: dict[str, Any]) -> str:
 
 
 def to_record(item: Any) -> Record:
-    """One answer of check_backend (a dataclass, object or dict) as a report record."""
+    """One answer of check_backend (a dataclass, object or dict) as a report record. A
+    sample that stopped on the host is NOT SUPPORTED, not an ERROR: compile-only execution
+    computes no values, so host code that reads a result (an index tensor an ATen op takes
+    next, say) sees whatever the memory held, and the kernels it did not reach are reported
+    as not exercised; the accuracy tier runs that host code for real."""
     data = _as_dict(item)
     target = _first(data, "target", "arch", default="-")
     if not isinstance(target, str):
@@ -71,7 +75,9 @@ def to_record(item: Any) -> Record:
         # one config compiles once per specialization: the signature tells them apart
         sample=f"{config} | {data['signature']}" if data.get("signature") else str(config),
         status=_status(data),
-        message=str(_first(data, "error", "message", "reason")),
+        message=(("compile-only execution stopped on the host (it computes no values): "
+                  if str(data.get("status", "")).lower() == "host_error" else "")
+                 + str(_first(data, "error", "message", "reason"))),
         detail=detail,
         seconds=float(data.get("seconds") or 0.0),
         metrics=extras,
@@ -81,7 +87,7 @@ def to_record(item: Any) -> Record:
 def check_compile(ops: Sequence[str] = (), profile: str = "quick") -> tuple[list[Record], str]:
     """(records, "") or ([], why the tier was skipped). ``ops`` (op case names) and
     ``profile`` are passed on to check_backend; the quick profile compiles each kernel x
-    config once (``dedupe="kernel"``)."""
+    config once (``dedupe="kernel"``), for the chip's own target."""
     descriptor = runtime.current().selection.descriptor
     if descriptor.interpreter and not descriptor.compile_targets:
         return [], "the backend runs kernels in the Triton interpreter: nothing to compile ahead of time"
@@ -91,5 +97,11 @@ def check_compile(ops: Sequence[str] = (), profile: str = "quick") -> tuple[list
     # quick: each kernel x config once per target, for the first argument types that reach
     # it; the full profile compiles every signature the samples specialize on
     dedupe = "kernel" if profile == "quick" else "signature"
-    records = check_backend(name, ops=list(ops) if ops else None, profile=profile, dedupe=dedupe)
+    # and quick checks the chip's own target where the backend lists it, full every target
+    from gems_core.selection import compile_targets
+
+    targets = list(compile_targets(descriptor))
+    if profile == "quick" and descriptor.target in targets:
+        targets = [descriptor.target]
+    records = check_backend(name, targets, ops=list(ops) if ops else None, profile=profile, dedupe=dedupe)
     return [to_record(item) for item in records], ""
