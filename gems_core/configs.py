@@ -24,9 +24,9 @@ from .contract import KernelConfig
 Options = Mapping[str, object] | None
 
 __all__ = [
-    "attention", "attention_backward", "attention_decode", "batch_norm", "block", "compact", "conv",
+    "attention", "attention_backward", "attention_decode", "batch_norm", "bincount", "block", "compact", "conv",
     "conv_depthwise", "conv_weight_grad", "factory",
-    "gather_rows", "gemv", "mm", "mm_decode", "mm_tma", "norm", "padding", "padding_backward",
+    "gather_rows", "gemv", "grouped_mm", "isin", "mm", "mm_decode", "mm_tma", "norm", "padding", "padding_backward",
     "pointwise", "pool", "reduction", "resample", "resample_aa", "resample_backward", "row", "scaled_mm",
     "softmax", "strided_copy", "tile", "topk", "topk_chunk", "triangular", "unique",
 ]
@@ -76,6 +76,13 @@ def scaled_mm(BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_warps: int = 4, num_
               options: Options = None) -> KernelConfig:
     """A float8 GEMM tile (``scaled_mm``): BLOCK_M x BLOCK_N outputs a program, K in steps of
     BLOCK_K."""
+    return _config({"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "BLOCK_K": BLOCK_K}, num_warps, num_stages, options)
+
+
+def grouped_mm(BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_warps: int = 4, num_stages: int = 3,
+               options: Options = None) -> KernelConfig:
+    """A grouped GEMM tile (``_grouped_mm``, one group's rows or columns a program): BLOCK_M x
+    BLOCK_N outputs, K in steps of BLOCK_K."""
     return _config({"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "BLOCK_K": BLOCK_K}, num_warps, num_stages, options)
 
 
@@ -136,5 +143,5 @@ conv_depthwise = tile
 reduction = softmax = triangular = attention = attention_backward = pool = tile
 batch_norm = tile
 norm = row
-compact = factory = gather_rows = scatter_gather = strided_copy = unique = block
+compact = factory = gather_rows = scatter_gather = strided_copy = unique = bincount = isin = block
 padding = padding_backward = resample = resample_backward = tile

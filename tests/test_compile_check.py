@@ -155,13 +155,48 @@ def test_shards_merge_into_one_targets_records() -> None:
     "not exercised" only where no shard drove it."""
     from gems_conformance.compile_check import NOT_EXERCISED, CompileRecord, merge_shards
 
-    def record(kernel: str, status: str = OK, signature: str = "*fp32") -> CompileRecord:
-        return CompileRecord(kernel=kernel, config="BLOCK=64", target="cuda:90", status=status, signature=signature)
+    def record(kernel: str, status: str = OK, signature: str = "*fp32", op: str = "add") -> CompileRecord:
+        function = "" if status == NOT_EXERCISED else f"gems.{kernel}_kernel"
+        return CompileRecord(kernel=kernel, config="BLOCK=64", target="cuda:90", status=status,
+                             signature=signature, function=function, op=op)
 
-    first = [record("pointwise"), record("reduction"), record("mm", NOT_EXERCISED), record("topk", NOT_EXERCISED)]
-    second = [record("reduction"), record("reduction", signature="*fp16"), record("mm"),
-              record("pointwise", NOT_EXERCISED), record("topk", NOT_EXERCISED)]
+    first = [record("pointwise", op="mul"), record("reduction", op="sum"), record("mm", NOT_EXERCISED),
+             record("topk", NOT_EXERCISED)]
+    second = [record("reduction", op="amax"), record("reduction", signature="*fp16, i32", op="mean"),
+              record("mm", op="mm"), record("pointwise", NOT_EXERCISED), record("topk", NOT_EXERCISED)]
     merged = merge_shards([first, second])
-    assert [(r.kernel, r.status, r.signature) for r in merged] == [
-        ("pointwise", OK, "*fp32"), ("reduction", OK, "*fp32"), ("topk", NOT_EXERCISED, "*fp32"),
-        ("reduction", OK, "*fp16"), ("mm", OK, "*fp32")]
+    # a compile both shards made once, named for the first case by name to need it
+    assert [(r.kernel, r.status, r.signature, r.op) for r in merged] == [
+        ("pointwise", OK, "*fp32", "mul"), ("reduction", OK, "*fp32", "amax"), ("topk", NOT_EXERCISED, "*fp32", "add"),
+        ("reduction", OK, "*fp16, i32", "mean"), ("mm", OK, "*fp32", "mm")]
+    # at the kernel level, other argument types of one kernel x config are the same compile
+    assert len([r for r in merge_shards([first, second], "kernel") if r.kernel == "reduction"]) == 1
+
+
+def test_a_float_remainder_by_frem_is_a_compile_error() -> None:
+    """LLVM's frem on 32- and 16-bit floats is x - trunc(x / y) * y on GPU targets: the check
+    finds it in a compiled kernel's LLVM IR (gems' kernels take kernel_lib.fmod_fn)."""
+    import triton
+    import triton.language as tl
+    from triton.compiler import ASTSource
+
+    from gems_conformance.compile_check import _INEXACT_REMAINDER, _compiler_missing, _llvm_ir
+
+    if _compiler_missing(CUDA_90):
+        pytest.skip(_compiler_missing(CUDA_90))
+
+    @triton.jit
+    def remainder(x_ptr, y_ptr, out_ptr):
+        i = tl.arange(0, 16)
+        tl.store(out_ptr + i, tl.load(x_ptr + i) % tl.load(y_ptr + i))
+
+    from triton.backends.compiler import GPUTarget
+
+    found = {}
+    for dtype in ("*fp32", "*fp16", "*fp64"):
+        source = ASTSource(fn=remainder, signature={"x_ptr": dtype, "y_ptr": dtype, "out_ptr": dtype}, constexprs={})
+        compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32))
+        found[dtype] = bool(_INEXACT_REMAINDER.search(_llvm_ir(compiled)))
+    assert found == {"*fp32": True, "*fp16": True, "*fp64": False}
+    assert not _INEXACT_REMAINDER.search("%3 = frem double %1, %2\n!1 = !DIFile(filename: \"frem_probe.py\")")
+    assert _INEXACT_REMAINDER.search("%3 = frem fast <4 x float> %1, %2")

@@ -103,3 +103,36 @@ def test_a_sample_stopped_on_the_host_is_no_compile_error() -> None:
     failed = to_record(CompileRecord(kernel="mm", config="BLOCK_M=64", target="cuda:90", status=ERROR,
                                      message="out of resource: shared memory"))
     assert failed.status == R.FAIL
+
+
+def test_a_chain_runs_in_one_worker_in_order_and_moves_when_its_worker_dies() -> None:
+    from gems_conformance.pool import JobQueue
+
+    jobs = [{"id": i, "chain": chain} for i, chain in enumerate(["add f32", "add f32", "mul f32", "add f32"])]
+    jobs.append({"id": 4})  # no chain: a chain of its own
+    queue = JobQueue(jobs)
+    first, second, third = object(), object(), object()
+    alive = [first, second]
+    assert queue.take(first, alive)["id"] == 0
+    assert queue.take(second, alive)["id"] == 2  # the add chain is first's
+    assert queue.take(second, alive)["id"] == 4
+    assert queue.take(second, alive) is None  # only first's chain is left
+    assert queue.take(first, alive)["id"] == 1
+    alive = [second, third]  # first died: its chain goes to whoever is free
+    assert queue.take(third, alive)["id"] == 3
+    assert not queue
+    queue.add({"id": 5, "chain": "mul f32"})
+    queue.add({"id": 6}, front=True)  # a job run again after a crash comes first
+    assert queue.take(third, alive)["id"] == 6
+    assert queue.take(third, alive)["id"] == 5 and not queue
+
+
+def test_accuracy_jobs_are_chained_by_op_and_dtype_longest_first() -> None:
+    ready = _ready({"mul": ["float32"], "add": ["float32", "int32"], "add_": ["float32"]})
+    ready["cases"]["add_"]["aten"] = ["add_.Tensor"]
+    ready["cases"]["add"]["aten"] = ["add.Tensor"]
+    jobs = [j for j in runner._plan(runner.Options(device="cpu", tiers=("accuracy",)), ready, {})
+            if j["tier"] == "accuracy"]
+    assert [(j["case"], j["dtype"], j["chain"]) for j in jobs] == [
+        ("add", "float32", "add float32"), ("add_", "float32", "add float32"),
+        ("add", "int32", "add int32"), ("mul", "float32", "mul float32")]

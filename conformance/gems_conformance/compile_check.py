@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -175,25 +176,37 @@ def _check_target(
                     kernel="*", config="-", target=_target_text(target), status=ERROR,
                     message=f"the compile check for this target failed (exit {proc.returncode}): {tail}",
                 ))
-        return failures + merge_shards(found)
+        return failures + merge_shards(found, dedupe)
 
 
-def merge_shards(shards: Sequence[Sequence[CompileRecord]]) -> list[CompileRecord]:
-    """One target's records from its shards: a compile two shards both made once, and a
-    kernel "not exercised" only where no shard drove it."""
+def merge_shards(shards: Sequence[Sequence[CompileRecord]], dedupe: str = "signature") -> list[CompileRecord]:
+    """One target's records from its shards, as one process would have made them: a compile
+    two shards both made (the same at the ``dedupe`` level) once, named for the first op case
+    by name that needed it; a kernel "not exercised" only where no shard drove it."""
     driven = {r.kernel for chunk in shards for r in chunk if r.status != NOT_EXERCISED}
-    merged: list[CompileRecord] = []
-    seen: set[tuple[str, ...]] = set()
+    chosen: dict[tuple[Any, ...], CompileRecord] = {}
     for chunk in shards:
         for record in chunk:
             if record.status == NOT_EXERCISED and record.kernel in driven:
                 continue
-            key = (record.kernel, record.config, record.target, record.status, record.function,
-                   record.signature, record.constexprs, record.message)
-            if key not in seen:
-                seen.add(key)
-                merged.append(record)
-    return merged
+            key = _merge_key(record, dedupe)
+            held = chosen.get(key)
+            if held is None or (record.op or "~") < (held.op or "~"):
+                chosen[key] = record  # insertion order stays the first shard's
+    return list(chosen.values())
+
+
+def _merge_key(record: CompileRecord, dedupe: str) -> tuple[Any, ...]:
+    if not record.function:  # not a compile (a host stop, a dropped option, a kernel not driven)
+        return (record.kernel, record.config, record.target, record.status, record.message, record.op,
+                record.dtype, record.sample)
+    base = (record.kernel, record.function, record.target, record.config, record.status)
+    if dedupe == "kernel":
+        return base
+    pointers = tuple(t for t in record.signature.split(", ") if t.startswith("*"))
+    if dedupe == "signature":
+        return (*base, record.constexprs, pointers)
+    return (*base, record.constexprs, record.signature)
 
 
 # --- the child: compile-only execution for one target ---------------------------------
@@ -392,7 +405,22 @@ def _record(result: Any, spaces: dict[str, Any], limits: Limits, context: _Conte
     problems = _limit_problems(record, result, limits, warp_size, config)
     if problems:
         record.status, record.message = OVER_LIMITS, "; ".join(problems)
+    elif _INEXACT_REMAINDER.search(_llvm_ir(result.compiled)):
+        record.status, record.message = ERROR, (
+            "a float remainder by LLVM's frem, which GPU targets compute as x - trunc(x / y) * y "
+            "(wrong past 2^24 quotients in float32, -inf for a subnormal divisor): use "
+            "gems_core.ops.kernel_lib.fmod_fn")
     return record
+
+
+#: LLVM's remainder of 32- and 16-bit floats (float64's keeps 53 bits of quotient)
+_INEXACT_REMAINDER = re.compile(r"\bfrem (?:[a-z]+ )*(?:float|half|bfloat|<\d+ x (?:float|half|bfloat)>)")
+
+
+def _llvm_ir(compiled: Any) -> str:
+    asm = getattr(compiled, "asm", None)
+    text = asm.get("llir") if hasattr(asm, "get") else None
+    return text if isinstance(text, str) else ""
 
 
 def _limit_problems(

@@ -48,6 +48,56 @@ class WorkerError(RuntimeError):
     """The workers cannot start (the backend cannot be selected, say)."""
 
 
+class JobQueue:
+    """Jobs waiting for a worker, by chain (``job["chain"]``; a job without one is a chain of
+    its own). A worker takes the next job of the chain it ran last; a chain no live worker
+    runs goes to the first worker free; the chains start in the order their first jobs came."""
+
+    def __init__(self, jobs: list[dict[str, Any]] = ()) -> None:
+        self.chains: dict[Any, deque] = {}
+        self.order: deque = deque()  # chain keys, by their first job
+        self.runner: dict[Any, Any] = {}  # chain key -> the worker running it
+        self._unnamed = 0
+        for job in jobs:
+            self.add(job)
+
+    def _key(self, job: dict[str, Any]) -> Any:
+        if "chain" in job:
+            return ("chain", job["chain"])
+        self._unnamed += 1
+        return ("job", self._unnamed)
+
+    def add(self, job: dict[str, Any], front: bool = False) -> None:
+        """Queue ``job``; ``front``: before everything else (a job run again after a crash)."""
+        key = self._key(job) if not front else ("again", id(job))
+        if key not in self.chains:
+            self.chains[key] = deque()
+            (self.order.appendleft if front else self.order.append)(key)
+        self.chains[key].append(job)
+
+    def __bool__(self) -> bool:
+        return any(self.chains.values())
+
+    def take(self, worker: Any, alive: list[Any]) -> dict[str, Any] | None:
+        """The next job for ``worker``, or None where every waiting job is in a chain another
+        live worker runs."""
+        for key, runner in self.runner.items():
+            if runner is worker and self.chains.get(key):
+                return self.chains[key].popleft()
+        for key in list(self.order):
+            waiting = self.chains.get(key)
+            if not waiting:
+                self.order.remove(key)
+                self.chains.pop(key, None)
+                self.runner.pop(key, None)
+                continue
+            runner = self.runner.get(key)
+            if runner is None or runner is worker or not any(w is runner for w in alive):
+                self.runner[key] = worker
+                return waiting.popleft()
+        return None
+
+
 class Pool:
     def __init__(self, size: int, env: Mapping[str, str], timeout: float) -> None:
         self.size = max(1, size)
@@ -80,28 +130,40 @@ class Pool:
             on_crash: Callable[[Crash], list[dict[str, Any]]], exclusive: bool = False) -> None:
         """Run ``jobs``; ``on_message(job, message)`` for every message, ``on_crash`` for every
         death, returning jobs to queue again. ``exclusive``: one job at a time in the whole
-        pool (timings must not share the device)."""
-        queue = deque(jobs)
+        pool (timings must not share the device). Jobs with the same ``"chain"`` run one after
+        another in one worker, in order (jobs that compile the same kernels: the later ones
+        find them compiled instead of compiling them at the same time elsewhere)."""
+        queue = JobQueue(jobs)
+
+        def requeue(crash: Crash) -> None:
+            for job in reversed(on_crash(crash)):
+                queue.add(job, front=True)
+
         while queue or any(w.job is not None for w in self.workers):
             for worker in self.workers:
                 busy = any(w.job is not None for w in self.workers)
                 if worker.ready and worker.job is None and queue and not (exclusive and busy):
-                    on_message(queue[0], {"type": "sent"})
-                    self._send(worker, queue.popleft(), on_crash, queue)
-            self._poll(on_message, lambda crash: queue.extendleft(reversed(on_crash(crash))), 1.0)
+                    job = queue.take(worker, self.workers)
+                    if job is None:
+                        continue  # what is left belongs to chains other workers are running
+                    on_message(job, {"type": "sent"})
+                    self._send(worker, job, on_crash, queue)
+            self._poll(on_message, requeue, 1.0)
 
     def close(self) -> None:
         for worker in list(self.workers):
             self._retire(worker, kill=False)
 
     def _send(self, worker: _Worker, job: dict[str, Any], on_crash: Callable[[Crash], list[dict[str, Any]]],
-              queue: deque) -> None:
+              queue: JobQueue) -> None:
         worker.job, worker.sample, worker.last_seen = job, None, time.monotonic()
         try:
             worker.proc.stdin.write((json.dumps(job) + "\n").encode())  # type: ignore[union-attr]
             worker.proc.stdin.flush()  # type: ignore[union-attr]
         except (BrokenPipeError, OSError):
-            queue.extendleft(reversed(on_crash(self._bury(worker, "was gone before its job started"))))
+            crash = self._bury(worker, "was gone before its job started")
+            for again in reversed(on_crash(crash) if crash is not None else []):
+                queue.add(again, front=True)
 
     def _poll(self, on_message: Callable[[dict[str, Any], dict[str, Any]], None],
               on_crash: Callable[[Crash], None], wait: float) -> None:

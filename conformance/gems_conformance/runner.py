@@ -140,11 +140,25 @@ def _plan(options: Options, ready: dict[str, Any], tiers: dict[str, TierResult])
                     if dtype is not None:
                         jobs.append({"tier": tier, "case": name, "dtype": dtype, "profile": "full"})
             else:
-                jobs += [{"tier": tier, "case": name, "dtype": dtype, "profile": options.profile}
-                         for name in cases for dtype in ready["cases"][name]["dtypes"]]
+                jobs += _chained([{"tier": tier, "case": name, "dtype": dtype, "profile": options.profile}
+                                  for name in cases for dtype in ready["cases"][name]["dtypes"]], ready)
     for number, job in enumerate(jobs):
         job["id"] = number
     return jobs
+
+
+def _chained(jobs: list[dict[str, Any]], ready: dict[str, Any]) -> list[dict[str, Any]]:
+    """Accuracy jobs chained by the ATen op their case calls first and the dtype (add, add_,
+    add.out and their forms in float32 run the same kernels: one worker runs them one after
+    another, finding the kernels compiled), the longest chains first (so none starts last)."""
+    for job in jobs:
+        aten = ready["cases"][job["case"]]["aten"]
+        packet = aten[0].split(".", 1)[0].rstrip("_") if aten else job["case"]
+        job["chain"] = f"{packet} {job['dtype']}"
+    sizes: dict[str, int] = {}
+    for job in jobs:
+        sizes[job["chain"]] = sizes.get(job["chain"], 0) + 1
+    return sorted(jobs, key=lambda job: -sizes[job["chain"]])  # stable: cases keep their order
 
 
 def _describe(job: dict[str, Any]) -> str:
