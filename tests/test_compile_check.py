@@ -173,30 +173,45 @@ def test_shards_merge_into_one_targets_records() -> None:
     assert len([r for r in merge_shards([first, second], "kernel") if r.kernel == "reduction"]) == 1
 
 
-def test_a_float_remainder_by_frem_is_a_compile_error() -> None:
-    """LLVM's frem on 32- and 16-bit floats is x - trunc(x / y) * y on GPU targets: the check
-    finds it in a compiled kernel's LLVM IR (gems' kernels take kernel_lib.fmod_fn)."""
-    import triton
-    import triton.language as tl
-    from triton.compiler import ASTSource
+_FREM_PROBE = """
+import json, triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from gems_conformance.compile_check import _INEXACT_REMAINDER, _llvm_ir
 
-    from gems_conformance.compile_check import _INEXACT_REMAINDER, _compiler_missing, _llvm_ir
+@triton.jit
+def remainder(x_ptr, y_ptr, out_ptr):
+    i = tl.arange(0, 16)
+    tl.store(out_ptr + i, tl.load(x_ptr + i) % tl.load(y_ptr + i))
+
+found = {}
+for dtype in ("*fp32", "*fp16", "*fp64"):
+    source = ASTSource(fn=remainder, signature={"x_ptr": dtype, "y_ptr": dtype, "out_ptr": dtype}, constexprs={})
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32))
+    found[dtype] = bool(_INEXACT_REMAINDER.search(_llvm_ir(compiled)))
+print(json.dumps(found))
+"""
+
+
+def test_a_float_remainder_by_frem_is_a_compile_error(tmp_path) -> None:
+    """LLVM's frem on 32- and 16-bit floats is x - trunc(x / y) * y on GPU targets: the check
+    finds it in a compiled kernel's LLVM IR (gems' kernels take kernel_lib.fmod_fn). The
+    kernel compiles in a process of its own, where Triton is not interpreting."""
+    import json
+    import subprocess
+    import sys
+
+    from gems_conformance.compile_check import _INEXACT_REMAINDER, _compiler_missing
 
     if _compiler_missing(CUDA_90):
         pytest.skip(_compiler_missing(CUDA_90))
-
-    @triton.jit
-    def remainder(x_ptr, y_ptr, out_ptr):
-        i = tl.arange(0, 16)
-        tl.store(out_ptr + i, tl.load(x_ptr + i) % tl.load(y_ptr + i))
-
-    from triton.backends.compiler import GPUTarget
-
-    found = {}
-    for dtype in ("*fp32", "*fp16", "*fp64"):
-        source = ASTSource(fn=remainder, signature={"x_ptr": dtype, "y_ptr": dtype, "out_ptr": dtype}, constexprs={})
-        compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32))
-        found[dtype] = bool(_INEXACT_REMAINDER.search(_llvm_ir(compiled)))
-    assert found == {"*fp32": True, "*fp16": True, "*fp64": False}
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    probe = tmp_path / "frem_probe.py"  # Triton reads a kernel's source from its file
+    probe.write_text(_FREM_PROBE)
+    done = subprocess.run([sys.executable, str(probe)], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"*fp32": True, "*fp16": True, "*fp64": False}
     assert not _INEXACT_REMAINDER.search("%3 = frem double %1, %2\n!1 = !DIFile(filename: \"frem_probe.py\")")
     assert _INEXACT_REMAINDER.search("%3 = frem fast <4 x float> %1, %2")
