@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -155,9 +156,7 @@ def _chained(jobs: list[dict[str, Any]], ready: dict[str, Any]) -> list[dict[str
         aten = ready["cases"][job["case"]]["aten"]
         packet = aten[0].split(".", 1)[0].rstrip("_") if aten else job["case"]
         job["chain"] = f"{packet} {job['dtype']}"
-    sizes: dict[str, int] = {}
-    for job in jobs:
-        sizes[job["chain"]] = sizes.get(job["chain"], 0) + 1
+    sizes = Counter(job["chain"] for job in jobs)
     return sorted(jobs, key=lambda job: -sizes[job["chain"]])  # stable: cases keep their order
 
 
