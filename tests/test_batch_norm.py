@@ -320,3 +320,19 @@ def test_out_and_export_backward_forms_are_served() -> None:
     for result in (tuple(outs.values()), got):
         for g, e in zip(result, want):
             torch.testing.assert_close(g.double().cpu(), e.cpu(), **TOL)
+
+
+def test_backward_gradient_dtype_follows_the_device_kernel() -> None:
+    """Without a weight, a half input's weight and bias gradients are float32 on the CPU (its
+    kernel counts the float32 saved mean as a mixed type) and half on GPUs (their kernels look
+    at the weight and running statistics only); a float32 running statistic makes them
+    float32 everywhere."""
+    from gems_core.ops.batch_norm import _backward_param_dtype
+
+    for device, expected in (("cpu", torch.float32), ("meta", torch.bfloat16)):
+        x = torch.empty(2, 3, 4, dtype=torch.bfloat16, device=device)
+        stats = torch.empty(3, dtype=torch.bfloat16, device=device)
+        save_mean = torch.empty(3, dtype=torch.float32, device=device)
+        assert _backward_param_dtype(x, None, stats, stats, save_mean) == expected
+        assert _backward_param_dtype(x, None, stats.float(), stats, save_mean) == torch.float32
+        assert _backward_param_dtype(x, stats.half(), stats, stats, save_mean) == torch.float16

@@ -547,6 +547,16 @@ def _param_dtype(x: torch.Tensor, weight: torch.Tensor | None, *others: torch.Te
     return torch.float32 if any(t is not None and t.dtype != x.dtype for t in others) else x.dtype
 
 
+def _backward_param_dtype(x: torch.Tensor, weight: torch.Tensor | None, running_mean: torch.Tensor | None,
+                          running_var: torch.Tensor | None, save_mean: torch.Tensor | None) -> torch.dtype:
+    """:func:`_param_dtype` of the backward as ATen decides it on the input's device: the CPU
+    kernel counts the saved mean among the mixed types, the GPU kernels (CUDA and ROCm) only
+    the weight and running statistics (a half input without a weight gets half gradients there,
+    though its saved statistics are float32)."""
+    others = (running_mean, running_var) + ((save_mean,) if x.device.type == "cpu" else ())
+    return _param_dtype(x, weight, *others)
+
+
 @aten_op("native_batch_norm", "_native_batch_norm_legit")
 def native_batch_norm(
     input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
@@ -630,7 +640,7 @@ def native_batch_norm_backward(
     if not _check_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train):
         return NotImplemented
     return _backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
-                     output_mask, _param_dtype(input, weight, running_mean, running_var, save_mean))
+                     output_mask, _backward_param_dtype(input, weight, running_mean, running_var, save_mean))
 
 
 @aten_op("native_batch_norm_backward.out")
@@ -642,7 +652,7 @@ def native_batch_norm_backward_out(
 ) -> Any:
     if not all(output_mask):
         return NotImplemented
-    param_dtype = _param_dtype(input, weight, running_mean, running_var, save_mean)
+    param_dtype = _backward_param_dtype(input, weight, running_mean, running_var, save_mean)
     if not _outs_fit((out0, out1, out2), (input.dtype, param_dtype, param_dtype)):
         return NotImplemented
     results = native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
