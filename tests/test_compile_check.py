@@ -178,25 +178,34 @@ import json, triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from gems_conformance.compile_check import _INEXACT_REMAINDER, _llvm_ir
+from gems_core.ops.kernel_lib import fmod_fn
 
 @triton.jit
 def remainder(x_ptr, y_ptr, out_ptr):
     i = tl.arange(0, 16)
     tl.store(out_ptr + i, tl.load(x_ptr + i) % tl.load(y_ptr + i))
 
+@triton.jit
+def exact(x_ptr, y_ptr, out_ptr):
+    i = tl.arange(0, 16)
+    tl.store(out_ptr + i, fmod_fn(tl.load(x_ptr + i), tl.load(y_ptr + i)))
+
 found = {}
-for dtype in ("*fp32", "*fp16", "*fp64"):
-    source = ASTSource(fn=remainder, signature={"x_ptr": dtype, "y_ptr": dtype, "out_ptr": dtype}, constexprs={})
-    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32))
-    found[dtype] = bool(_INEXACT_REMAINDER.search(_llvm_ir(compiled)))
+for name, kernel in (("%", remainder), ("fmod_fn", exact)):
+    for dtype in ("*fp32", "*fp16", "*fp64"):
+        signature = {"x_ptr": dtype, "y_ptr": dtype, "out_ptr": dtype}
+        compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs={}),
+                                  target=GPUTarget("cuda", 90, 32))
+        found[f"{name} {dtype}"] = bool(_INEXACT_REMAINDER.search(_llvm_ir(compiled)))
 print(json.dumps(found))
 """
 
 
 def test_a_float_remainder_by_frem_is_a_compile_error(tmp_path) -> None:
-    """LLVM's frem on 32- and 16-bit floats is x - trunc(x / y) * y on GPU targets: the check
-    finds it in a compiled kernel's LLVM IR (gems' kernels take kernel_lib.fmod_fn). The
-    kernel compiles in a process of its own, where Triton is not interpreting."""
+    """LLVM's frem on floats (float64 too) is x - trunc(x / y) * y on GPU targets: the check
+    finds it in a compiled kernel's LLVM IR, and not in one taking kernel_lib.fmod_fn, as
+    gems' kernels do. The kernels compile in a process of their own, where Triton is not
+    interpreting."""
     import json
     import subprocess
     import sys
@@ -212,6 +221,9 @@ def test_a_float_remainder_by_frem_is_a_compile_error(tmp_path) -> None:
     done = subprocess.run([sys.executable, str(probe)], env=env, capture_output=True, text=True,
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"*fp32": True, "*fp16": True, "*fp64": False}
-    assert not _INEXACT_REMAINDER.search("%3 = frem double %1, %2\n!1 = !DIFile(filename: \"frem_probe.py\")")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == {f"{name} {dtype}": name == "%" for name in ("%", "fmod_fn")
+                     for dtype in ("*fp32", "*fp16", "*fp64")}
+    assert _INEXACT_REMAINDER.search("%3 = frem double %1, %2")
+    assert not _INEXACT_REMAINDER.search("%3 = srem i64 %1, %2\n!1 = !DIFile(filename: \"frem_probe.py\")")
     assert _INEXACT_REMAINDER.search("%3 = frem fast <4 x float> %1, %2")

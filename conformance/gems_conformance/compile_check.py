@@ -408,13 +408,13 @@ def _record(result: Any, spaces: dict[str, Any], limits: Limits, context: _Conte
     elif _INEXACT_REMAINDER.search(_llvm_ir(result.compiled)):
         record.status, record.message = ERROR, (
             "a float remainder by LLVM's frem, which GPU targets compute as x - trunc(x / y) * y "
-            "(wrong past 2^24 quotients in float32, -inf for a subnormal divisor): use "
-            "gems_core.ops.kernel_lib.fmod_fn")
+            "(wrong past 2^24 quotients in float32 and 2^53 in float64, -inf for a subnormal "
+            "divisor): use gems_core.ops.kernel_lib.fmod_fn")
     return record
 
 
-#: LLVM's remainder of 32- and 16-bit floats (float64's keeps 53 bits of quotient)
-_INEXACT_REMAINDER = re.compile(r"\bfrem (?:[a-z]+ )*(?:float|half|bfloat|<\d+ x (?:float|half|bfloat)>)")
+#: LLVM's remainder of floats, float64 included (its quotient passes 2^53 as well)
+_INEXACT_REMAINDER = re.compile(r"\bfrem (?:[a-z]+ )*(?:float|half|bfloat|double|<\d+ x (?:float|half|bfloat|double)>)")
 
 
 def _llvm_ir(compiled: Any) -> str:

@@ -64,15 +64,55 @@ def ncdhw_tile(M, INNER, C, D, H, W, CHANNELS_LAST: tl.constexpr, INT64: tl.cons
 
 
 @triton.jit
+def _fmod_float64(x, y):
+    """C's fmod of float64s by long division on their integer significands, exact on any
+    target (no fused or flushed float arithmetic involved). |x| = mx 2^ex and |y| = my 2^ey
+    with 53-bit integers mx, my (a subnormal's exponent field 0 read as 1, without the
+    implicit bit); for |x| >= |y|, r = mx mod my, then the exponent gap ex - ey is taken in
+    at most 10 bits a step, r = (r << s) mod my: r < my < 2^53, so r << 10 fits int64. One
+    step per 10 bits of gap, as many as the block's largest gap needs (at most 205), lanes
+    with less left shifting by 0. The result r 2^ey is below |y|, so a float64: r converts
+    exactly (below 2^53) and moves by adding to its exponent field, or, where the result is
+    subnormal, its bits are r 2^(ey - 1)."""
+    xb = x.to(tl.int64, bitcast=True)
+    yb = y.to(tl.int64, bitcast=True)
+    ax = xb & 0x7FFFFFFFFFFFFFFF
+    ay = yb & 0x7FFFFFFFFFFFFFFF
+    # |x| < |y| (an infinite y included) leaves x; NaNs order above infinity as bits
+    divides = (ay > 0) & (ax < 0x7FF0000000000000) & (ax >= ay)
+    fx = ax >> 52
+    fy = ay >> 52
+    mx = tl.where(fx > 0, (ax & 0xFFFFFFFFFFFFF) | 0x10000000000000, ax)  # a subnormal's bits are mx
+    my = tl.where(fy > 0, (ay & 0xFFFFFFFFFFFFF) | 0x10000000000000, ay)
+    my = tl.where(divides, my, 1)  # no division by zero in lanes left out
+    gap = tl.where(divides, tl.maximum(fx, 1) - tl.maximum(fy, 1), 0)
+    r = tl.where(divides, mx % my, 0)
+    for _ in range(tl.max((gap + 9) // 10)):
+        s = tl.minimum(gap, 10)
+        r = (r << s) % my
+        gap = gap - s
+    ey = tl.maximum(fy, 1)
+    rb = r.to(tl.float64).to(tl.int64, bitcast=True)
+    normal = (r > 0) & ((rb >> 52) + ey - 1075 > 0)
+    m = tl.where(normal, rb + ((ey - 1075) << 52), r << tl.minimum(ey - 1, 52))
+    m = tl.where(divides, m, ax).to(tl.float64, bitcast=True)
+    m = tl.where((ay == 0) | (ay > 0x7FF0000000000000) | (ax >= 0x7FF0000000000000), float("nan"), m)
+    return tl.where(xb < 0, -m, m)  # the sign of x, fmod(-0.0, y) = -0.0 included
+
+
+@triton.jit
 def fmod_fn(x, y):
-    """C's fmod, exact, for integers and floats up to 32 bits (float64 keeps Triton's ``%``).
-    Triton's ``%`` on floats compiles to ``x - trunc(x / y) * y`` on NVIDIA: wrong where the
-    quotient passes 2^24, and -inf for a subnormal divisor (libdevice's float32 fmod flushes
-    those to zero). Here the divisor, scaled by a power of two to within 2^25 of the
+    """C's fmod, exact, for integers and floats. Triton's ``%`` on floats compiles to
+    ``x - trunc(x / y) * y`` on NVIDIA: wrong where the quotient passes 2^24 (2^53 in
+    float64), and -inf for a subnormal divisor (libdevice's float32 fmod flushes those to
+    zero). Below 64 bits, the divisor, scaled by a power of two to within 2^25 of the
     remainder, is taken out in float64, where every product and difference of such
     operands (24-bit significands) is exact; one step per 25 bits of quotient, as many as
-    the block's largest quotient needs."""
-    if x.dtype.is_floating() and x.dtype != tl.float64:
+    the block's largest quotient needs. float64 divides its integer significands
+    (:func:`_fmod_float64`)."""
+    if x.dtype == tl.float64:
+        return _fmod_float64(x, y)
+    elif x.dtype.is_floating():
         a = tl.abs(x).to(tl.float64)
         b = tl.abs(y).to(tl.float64)
         eb = (b.to(tl.int64, bitcast=True) >> 52) & 0x7FF
