@@ -88,7 +88,7 @@ def test_float32_gradients_past_512_match_float64(name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("blocks", [(128, 64), (64, 32)], ids=["128x64", "64x32"])
+@pytest.mark.parametrize("blocks", [(128, 64), (64, 32), (16, 64)], ids=["128x64", "64x32", "16x64"])
 def test_float32_causal_gradients_past_512_with_unequal_blocks(blocks: tuple[int, int]) -> None:
     """BLOCK_M != BLOCK_N: the dK/dV programs' first query block and the dQ programs' last
     key block on the causal diagonal are rounded to different block sizes."""

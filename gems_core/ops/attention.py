@@ -51,6 +51,10 @@ ATTENTION_BACKWARD = Tunable(
         KernelConfig({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=2),
         KernelConfig({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=2),
         KernelConfig({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=4, num_stages=3),
+        # float32 in IEEE precision (see _fits_backward)
+        KernelConfig({"BLOCK_M": 16, "BLOCK_N": 64}, num_warps=8, num_stages=1),
+        KernelConfig({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=8, num_stages=1),
+        KernelConfig({"BLOCK_M": 16, "BLOCK_N": 32}, num_warps=4, num_stages=1),
     ],
     description="attention backward: the dK/dV programs own BLOCK_N keys and walk the queries "
     "in BLOCK_M steps, the dQ programs own BLOCK_M queries and walk the keys in BLOCK_N steps",
@@ -58,16 +62,29 @@ ATTENTION_BACKWARD = Tunable(
 _dropout_noted = False
 
 
+#: the largest BLOCK_M x BLOCK_N of a float32 backward in IEEE precision, and the smallest of
+#: any other: IEEE float32 products run on FMA units, where each thread holds its rows' and
+#: columns' whole K slice of both operands in registers. On sm_90 the dK/dV kernel's
+#: 64 x 64 tiles (head dim 64) spill 13 KB a thread to local memory (7 ms a call, 35 times
+#: its share of the work); 16 x 64 and 32 x 32 spill nothing. Tensor-core dtypes keep the
+#: large tiles.
+_FMA_TILE = 1024
+
+
 def _fits_backward(dtype: torch.dtype, blocks: dict[str, Any], masked: bool) -> Callable[[KernelConfig], bool]:
     """:func:`.attention_common._fits` for the backward's two kernels. On NVIDIA the dQ kernel keeps its Q and
     dO tiles and ``num_stages`` K/V buffers, the dK/dV kernel up to ``num_stages`` buffers of
     its Q, O and dO tiles (the compile check on sm_80 and sm_90: exact for dQ in 16 bits,
-    above both otherwise); on AMD both fit where the forward's tiles do."""
+    above both otherwise); on AMD both fit where the forward's tiles do. IEEE float32 takes
+    the small tiles only, other dtypes the large ones (:data:`_FMA_TILE`)."""
     size, block_d, block_dv = dtype.itemsize, blocks["BLOCK_D"], blocks["BLOCK_DV"]
+    fma = blocks["INPUT_PRECISION"] == "ieee"
 
     def admit(config: KernelConfig) -> bool:
         rt = runtime.current()
         block_m, block_n, stages = config.params["BLOCK_M"], config.params["BLOCK_N"], config.num_stages
+        if (block_m * block_n <= _FMA_TILE) != fma:
+            return False
         if rt.limits.pipelining == "stream":
             buffers = max(1, stages - 1)
             tiles = buffers * block_n * (block_d + block_dv) + block_m * block_n
@@ -133,6 +150,8 @@ class _Attention(torch.autograd.Function):
 
         key = ("backward", str(q.dtype), _bucket(q.shape[2]), _bucket(k.shape[2]), blocks["BLOCK_D"],
                blocks["BLOCK_DV"], mask_kind)
+        if blocks["INPUT_PRECISION"] is not None:  # float32: IEEE and tf32 admit other configs
+            key += (blocks["INPUT_PRECISION"],)
         admit = _fits_backward(q.dtype, blocks, mask_kind != MASK_NONE)
         dq, dk, dv = run(ATTENTION_BACKWARD.choose(key, lambda config: bench_ms(lambda: run(config)), admit))
         return dq, dk, dv, None, None, None, None
