@@ -80,7 +80,10 @@ _CUBLASLT = ("_scaled_mm", "_scaled_mm.out")
 #: runs on the FMA units, which cuBLAS's SIMT kernels use better (gems' tiled kernel took
 #: 0.83-1.0x cuBLAS's time on an H100 alone, about 0.73x summed over a float32 Llama training
 #: step's products)
-_CUBLAS_FLOAT32 = ("mm", "mm.out", "addmm", "addmm.out", "bmm", "bmm.out", "baddbmm", "baddbmm.out")
+_CUBLAS_FLOAT32 = ("mm", "mm.out", "addmm", "addmm.out", "bmm", "bmm.out", "baddbmm", "baddbmm.out",
+                   # and float32 attention: ATen's (its products on cuBLAS) took half the time of
+                   # gems' FMA-unit kernels over a float32 Llama training step (6.5 against 13 ms)
+                   "scaled_dot_product_attention")
 
 
 @hookimpl
