@@ -264,6 +264,11 @@ def _make_kernel(
             return kernel(own_key, *args, **kwargs)
 
         checked_kernel.native_ready = True  # type: ignore[attr-defined]
+        # the native layer may send a gated dtype's calls to ATen itself (what kernel() does
+        # first for them, but noting ATen's writes while kernels compile in the background,
+        # and logging each decision at debug level)
+        if gated and writes is None and not _log.isEnabledFor(logging.DEBUG):
+            checked_kernel.aten_dtypes = gated  # type: ignore[attr-defined]
         return checked_kernel
 
     def backend_kernel(*args: Any, **kwargs: Any) -> Any:
@@ -355,7 +360,8 @@ def _register(ops: frozenset[str]) -> _State:
                 if fronted:
                     # the recipes outlive this registration: the next one of this runtime
                     # (a use_gems() block entered again) starts from them
-                    native.front(registration, name, kernel, f"{rt.number}/{key}/{name}")
+                    native.front(registration, name, kernel, f"{rt.number}/{key}/{name}",
+                                 sorted(getattr(kernel, "aten_dtypes", ()), key=str))
                 else:
                     library.impl(name, kernel, key, with_keyset=False)
                 served.add(name)

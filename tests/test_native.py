@@ -29,6 +29,7 @@ _lib.define("pick(Tensor x, Tensor?[] indices) -> Tensor")
 _lib.define("both(Tensor x, Tensor y) -> Tensor")
 _lib.define("mapped(Tensor x) -> Tensor")
 _lib.define("ramp(int n, *, Device? device=None) -> Tensor")
+_lib.define("typed(Tensor x, Tensor[] more, *, ScalarType? dtype=None) -> Tensor")
 
 
 def _launcher(function: int, codes: str, keep: tuple[int, ...]):  # type: ignore[no-untyped-def]
@@ -255,6 +256,54 @@ def test_aten_fallback_and_interpreted_launches_are_not_recorded(fake):  # type:
     for _ in range(4):
         torch.ops.gems_native_test.fails(torch.randn(3))
     assert reg.stats()[0]["recipes"] == 0
+
+
+@needs_layer
+def test_gated_dtypes_go_to_the_kernel_before_gems_without_python():  # type: ignore[no-untyped-def]
+    """A dtype the backend leaves to ATen: its calls go from C++ to the kernel registered
+    for the key before gems' (here a test's own, standing for ATen's), whether the dtype is a
+    tensor's, a list element's or asked for; other calls reach gems' Python kernel."""
+    before = torch.library.Library("gems_native_test", "IMPL")
+    before.impl("typed", lambda x, more, *, dtype=None: x + 1, "CPU")
+    python_calls: list[torch.dtype] = []
+
+    def gems_kernel(x, more, *, dtype=None):  # type: ignore[no-untyped-def]
+        python_calls.append(x.dtype)
+        return x - 1
+
+    reg = layer.Registration("gems_native_test", "CPU")
+    try:
+        reg.impl("typed", gems_kernel, record_call, 16, "", [torch.empty(0, dtype=torch.float64)])
+        x32, x64 = torch.randn(5), torch.randn(5, dtype=torch.float64)
+        typed = torch.ops.gems_native_test.typed
+        assert torch.equal(typed(x64, []), x64 + 1)  # a tensor's dtype
+        assert torch.equal(typed(x32, [x32, x64]), x32 + 1)  # a list element's
+        assert torch.equal(typed(x32, [], dtype=torch.float64), x32 + 1)  # asked for
+        assert python_calls == []
+        assert torch.equal(typed(x32, [x32], dtype=torch.float32), x32 - 1)
+        assert python_calls == [torch.float32]
+        assert reg.stats()[0]["aten_calls"] == 3
+    finally:
+        reg.close()
+        before._destroy()
+
+
+@needs_layer
+def test_gems_own_earlier_kernel_is_never_taken_for_atens():  # type: ignore[no-untyped-def]
+    """A registration made while another of gems' is open finds gems' kernel on the key:
+    its gated calls keep the Python path rather than going round to it."""
+    first = layer.Registration("gems_native_test", "CPU")
+    second = layer.Registration("gems_native_test", "CPU")
+    try:
+        first.impl("typed", lambda x, more, *, dtype=None: x - 1, record_call, 16)
+        second.impl("typed", lambda x, more, *, dtype=None: x - 2, record_call, 16, "",
+                    [torch.empty(0, dtype=torch.float64)])
+        x = torch.randn(3, dtype=torch.float64)
+        assert torch.equal(torch.ops.gems_native_test.typed(x, []), x - 2)
+        assert second.stats()[0]["aten_calls"] == 0
+    finally:
+        second.close()
+        first.close()
 
 
 @needs_layer

@@ -322,6 +322,30 @@ def test_whole_op_gate_leaves_the_dispatcher_untouched(tmp_path):
     assert "ok" in result.stdout
 
 
+def test_a_gated_dtype_goes_to_aten_through_the_native_layer_without_python(tmp_path):
+    """fakechip leaves float16 division to ATen: with the native layer in front, those calls
+    go from C++ to ATen's kernel (no Python call counted), float32 calls to gems' kernel."""
+    code = """
+        import torch, gems_core
+        from gems_core import native
+        assert native.load(quiet=True) is not None, native.problem()
+        a, b = torch.randn(6, 5), torch.rand(6, 5) + 0.5
+        expected, wide = a.half() / b.half(), a.double() / b.double()
+        with gems_core.use_gems(include=["div.Tensor"]):
+            for _ in range(3):
+                assert torch.equal(a.half() / b.half(), expected)
+            (row,) = [r for r in gems_core.dispatch.native_stats() if r["op"] == "div.Tensor"]
+            assert row["aten_calls"] == 3 and row["python_calls"] == 0, row
+            torch.testing.assert_close((a / b).double(), wide)
+            (row,) = [r for r in gems_core.dispatch.native_stats() if r["op"] == "div.Tensor"]
+            assert row["aten_calls"] == 3 and row["python_calls"] == 1, row
+        print("ok")
+    """
+    result = run_code(code, site=write_site(tmp_path, FAKE_CHIP), env={**EMULATE, "GEMS_NATIVE": "force"})
+    assert result.returncode == 0, result.stderr
+    assert "ok" in result.stdout
+
+
 # ---------------------------------------------------------------- a real build and install
 
 

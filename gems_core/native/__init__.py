@@ -40,7 +40,7 @@ import hashlib
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -226,14 +226,16 @@ def open_registration(namespace: str, execution: Any, autograd: bool = False) ->
     return layer.Registration(namespace, key)
 
 
-def front(registration: Any, name: str, kernel: Any, shelf: str = "") -> None:
+def front(registration: Any, name: str, kernel: Any, shelf: str = "", gated: Iterable[torch.dtype] = ()) -> None:
     """Put a native kernel in front of the Python ``kernel`` of op ``name``. Kernels given
     the same ``shelf`` share what they learn (recipes, keys seen and refused), so a later
     registration of the same op and runtime starts from an earlier one's recipes; "" keeps
-    them to this kernel."""
+    them to this kernel. Calls involving a ``gated`` dtype (the backend leaves it to ATen)
+    go to ATen's kernel from C++, without the Python kernel."""
     from .recorder import record_call
 
-    registration.impl(name, kernel, functools.partial(record_call, op=name), LIMIT, shelf)
+    carriers = [torch.empty(0, dtype=dtype) for dtype in gated]
+    registration.impl(name, kernel, functools.partial(record_call, op=name), LIMIT, shelf, carriers)
 
 
 def gate(registration: Any, name: str, autograd_kernel: Any) -> None:

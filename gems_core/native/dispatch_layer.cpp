@@ -623,8 +623,13 @@ class NativeKernel final : public c10::OperatorKernel {
     }
   }
 
-  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keyset, torch::jit::Stack* stack) {
     const size_t n = op.schema().arguments().size();
+    if (aten_ && gated(op.schema(), *stack, n)) {  // the backend leaves this dtype to ATen
+      aten_calls_.fetch_add(1, std::memory_order_relaxed);
+      aten_->callBoxed(op, keyset, stack);
+      return;
+    }
     Key key;
     key.reserve(32);
     c10::Device device(c10::kCPU);
@@ -673,6 +678,36 @@ class NativeKernel final : public c10::OperatorKernel {
 
   void clear() { book_->clear(); }
 
+  // Calls that involve one of ``dtypes`` (a tensor's, a tensor list element's, or one asked
+  // for with a ScalarType argument; not a wrapped number's) go to ``aten`` (ATen's own kernel
+  // for the key, taken before gems' registration covered it) without Python: the backend
+  // leaves those dtypes to ATen, which is all the Python kernel would find out.
+  void gate_dtypes(std::vector<c10::ScalarType> dtypes, c10::SafeKernelFunction aten) {
+    gated_ = std::move(dtypes);
+    aten_.emplace(std::move(aten));
+  }
+
+  bool gated(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t n) const {
+    const size_t first = stack.size() - n;
+    for (size_t i = 0; i < n; ++i) {
+      const c10::IValue& v = stack[first + i];
+      if (v.isTensor()) {
+        if (gated_tensor(v.toTensor())) return true;
+      } else if (v.isTensorList()) {
+        for (const at::Tensor& t : v.toTensorList()) {
+          if (gated_tensor(t)) return true;
+        }
+      } else if (v.isList()) {
+        for (const c10::IValue& e : v.toListRef()) {
+          if (e.isTensor() && gated_tensor(e.toTensor())) return true;
+        }
+      } else if (v.isInt() && is_dtype_argument(schema.arguments()[i])) {
+        if (gated_dtype(static_cast<c10::ScalarType>(v.toInt()))) return true;
+      }
+    }
+    return false;
+  }
+
   // The recipe of a new key from a length-generic recipe of its family, if one holds.
   std::shared_ptr<const Recipe> generic_for(const Key& key, const std::vector<size_t>& sized,
                                             const std::vector<Span>& spans) {
@@ -703,6 +738,7 @@ class NativeKernel final : public c10::OperatorKernel {
     d["python_calls"] = python_calls_.load();
     d["recorded"] = recorded_.load();
     d["refused"] = refused_.load();
+    d["aten_calls"] = aten_calls_.load();
     size_t generic = 0;
     for (const auto& [masked, bases] : book_->generic) generic += bases.size();
     d["generic_recipes"] = generic;
@@ -1196,7 +1232,27 @@ class NativeKernel final : public c10::OperatorKernel {
   PyObject* recorder_ = nullptr;
   std::shared_ptr<Book> book_;
   std::atomic<uint64_t> hits_{0}, python_calls_{0}, recorded_{0}, refused_{0}, generic_hits_{0};
+  std::atomic<uint64_t> aten_calls_{0};
   std::atomic<bool> has_generic_{false};
+  std::vector<c10::ScalarType> gated_;
+  std::optional<c10::SafeKernelFunction> aten_;
+
+  bool gated_dtype(c10::ScalarType dtype) const {
+    for (c10::ScalarType g : gated_) {
+      if (g == dtype) return true;
+    }
+    return false;
+  }
+
+  bool gated_tensor(const at::Tensor& t) const {
+    return t.defined() && !t.unsafeGetTensorImpl()->is_wrapped_number() && gated_dtype(t.scalar_type());
+  }
+
+  static bool is_dtype_argument(const c10::Argument& argument) {
+    c10::TypePtr type = argument.real_type();
+    if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+    return type->kind() == c10::TypeKind::ScalarTypeType;
+  }
 };
 
 // In front of an op's Python kernel on an Autograd key (ops gems differentiates itself). A
@@ -1269,15 +1325,35 @@ class AutogradGate final : public c10::OperatorKernel {
 class Registration {
  public:
   Registration(const std::string& ns, const std::string& dispatch_key)
-      : key_(c10::parseDispatchKey(dispatch_key)),
+      : ns_(ns),
+        key_(c10::parseDispatchKey(dispatch_key)),
         library_(std::make_unique<torch::Library>(torch::Library::IMPL, ns, key_, __FILE__, __LINE__)) {}
 
+  // ``gated``: a tensor of each dtype the backend leaves to ATen for this op (see
+  // NativeKernel::gate_dtypes), whose calls go to the kernel registered for the key before
+  // this one, if that is not gems' own.
   void impl(const std::string& name, py::object python_kernel, py::object recorder, size_t limit,
-            const std::string& shelf) {
+            const std::string& shelf, const std::vector<at::Tensor>& gated) {
     TORCH_CHECK(library_, "gems: this registration is closed");
     torch::PyWarningHandler handler;  // an override warning becomes a Python warning
     auto kernel = std::make_unique<NativeKernel>(name, c10::dispatchKeyToDeviceType(key_), std::move(python_kernel),
                                                  std::move(recorder), limit, book_on(shelf));
+    if (!gated.empty()) {
+      const size_t dot = name.find('.');
+      const std::string packet = ns_ + "::" + name.substr(0, dot);
+      const std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
+      auto handle = c10::Dispatcher::singleton().findSchema({packet, overload});
+      if (handle && handle->hasKernelForDispatchKey(key_)) {
+        c10::SafeKernelFunction previous = handle->getComputedKernelForDispatchKey(key_);
+        // never a kernel of gems' (a registration still open): its calls would come back here
+        if (previous.debug().find("dispatch_layer") == std::string::npos &&
+            previous.debug().find("gems_core") == std::string::npos) {
+          std::vector<c10::ScalarType> dtypes;
+          for (const at::Tensor& t : gated) dtypes.push_back(t.scalar_type());
+          kernel->gate_dtypes(std::move(dtypes), std::move(previous));
+        }
+      }
+    }
     kernels_.push_back(kernel.get());
     library_->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
   }
@@ -1316,6 +1392,7 @@ class Registration {
   }
 
  private:
+  std::string ns_;
   c10::DispatchKey key_;
   std::unique_ptr<torch::Library> library_;
   std::vector<NativeKernel*> kernels_;
@@ -1402,7 +1479,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::class_<Registration>(m, "Registration")
       .def(py::init<const std::string&, const std::string&>())
       .def("impl", &Registration::impl, py::arg("name"), py::arg("python_kernel"), py::arg("recorder"),
-           py::arg("limit"), py::arg("shelf") = std::string())
+           py::arg("limit"), py::arg("shelf") = std::string(), py::arg("gated") = std::vector<at::Tensor>())
       .def("gate", &Registration::gate)
       .def("stats", &Registration::stats)
       .def("close", &Registration::close);
