@@ -549,9 +549,9 @@ def _param_dtype(x: torch.Tensor, weight: torch.Tensor | None, *others: torch.Te
 
 def _backward_param_dtype(x: torch.Tensor, weight: torch.Tensor | None, running_mean: torch.Tensor | None,
                           running_var: torch.Tensor | None, save_mean: torch.Tensor | None) -> torch.dtype:
-    """:func:`_param_dtype` of the backward as ATen decides it on the input's device: the CPU
-    kernel counts the saved mean among the mixed types, the GPU kernels (CUDA and ROCm) only
-    the weight and running statistics (a half input without a weight gets half gradients there,
+    """:func:`_param_dtype` of the backward as ATen decides it on the input's device: its CPU
+    kernel counts the saved mean among the mixed types, its accelerator kernels only the
+    weight and running statistics (a half input without a weight gets half gradients there,
     though its saved statistics are float32)."""
     others = (running_mean, running_var) + ((save_mean,) if x.device.type == "cpu" else ())
     return _param_dtype(x, weight, *others)
