@@ -4,6 +4,7 @@ inference of a Llama, plus one decode step under CUDA graph capture.
     torchrun --nproc_per_node 2 benchmarks/distributed.py --out distributed.json
     torchrun --nproc_per_node 2 benchmarks/distributed.py --quick --out check.json
     torchrun --nproc_per_node 2 benchmarks/distributed.py --modes tp --dtype bfloat16
+    torchrun --nproc_per_node 2 benchmarks/distributed.py --modes ddp,fsdp --autocast bfloat16
     python benchmarks/distributed.py --modes graph --out graph.json     # one GPU
     torchrun --nproc_per_node 2 benchmarks/distributed.py --quick --device cpu --check   # gloo, no GPU
 
@@ -18,7 +19,9 @@ Modes (``--modes``, comma-separated, default ``ddp,fsdp,tp``):
 - ``ddp``: ``DistributedDataParallel``; ``fsdp``: FSDP2 (``fully_shard`` on every decoder
   layer, then the model). Each rank trains on its own batches (``--batch`` x ``--seq``
   tokens), AdamW, ``--steps`` steps from the same initial weights per provider and round.
-  Reported: the loss of every step (mean over ranks) per provider, the largest relative
+  ``--autocast bfloat16`` runs the forward under ``torch.autocast`` on float32 parameters
+  (mixed-precision training, as most users train). Reported: the loss of every step (mean
+  over ranks) per provider, the largest relative
   difference between gems' and ATen's, whether the ranks' parameters are bitwise equal
   after training, and the step time (the steps after ``--warmup``, timed as one stretch:
   nothing synchronizes between steps, so kernels and collectives overlap as they would).
@@ -132,8 +135,11 @@ def logits_of(model: torch.nn.Module, kind: str, tokens: torch.Tensor, **kwargs:
     return model(tokens)
 
 
-def next_token_loss(model: torch.nn.Module, kind: str, tokens: torch.Tensor) -> torch.Tensor:
-    out = logits_of(model, kind, tokens[:, :-1])
+def next_token_loss(model: torch.nn.Module, kind: str, tokens: torch.Tensor, autocast: str = "none") -> torch.Tensor:
+    mixed = (torch.autocast(tokens.device.type, dtype=getattr(torch, autocast)) if autocast != "none"
+             else contextlib.nullcontext())
+    with mixed:
+        out = logits_of(model, kind, tokens[:, :-1])
     logits = out.logits if kind == "hf" else out
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
 
@@ -191,7 +197,7 @@ def train(mode: str, name: str, args: argparse.Namespace, device: torch.device) 
                 sync(device)
                 began = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
-            loss = next_token_loss(model, kind, tokens)
+            loss = next_token_loss(model, kind, tokens, args.autocast)
             loss.backward()
             optimizer.step()
             losses.append(loss.detach())
@@ -391,6 +397,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--decode-steps", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    parser.add_argument("--autocast", default="none", choices=("none", "bfloat16", "float16"),
+                        help="ddp, fsdp: the forward under torch.autocast to this dtype (parameters and "
+                             "optimizer stay in --dtype: mixed-precision training)")
     parser.add_argument("--providers", default="aten,gems")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
                         help="cpu: gloo and gems' cpu backend (Triton's interpreter), for checking the script")
@@ -456,6 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         "backend": gems_core.backend().name,
         "torch": torch.__version__, "python": platform.python_version(),
         "dtype": args.dtype,
+        "autocast": args.autocast,
         "config": {k: getattr(args, k) for k in ("layers", "hidden", "heads", "kv_heads", "intermediate",
                                                 "vocab", "batch", "seq", "steps", "warmup",
                                                 "decode_steps", "rounds")},

@@ -317,6 +317,11 @@ def _kernel_for(impl: OpImpl, rt: runtime.Runtime, dispatch_key: str, with_keyse
     return kernel
 
 
+def _aten_dtypes(kernel: Callable[..., Any]) -> list[torch.dtype]:
+    """The dtypes whose calls the native layer may send to ATen itself (see _make_kernel)."""
+    return sorted(getattr(kernel, "aten_dtypes", ()), key=str)
+
+
 def _kept_forms(impl: OpImpl, policy: Any) -> tuple[Callable[..., bool], ...]:
     """The predicates of the forms of ``impl``'s calls its backend keeps on gems under a
     whole-op gate (``OpGate.keep``)."""
@@ -354,14 +359,14 @@ def _register(ops: frozenset[str]) -> _State:
                     op_key = f"Autograd{key}"
                     autograd_kernel = _kernel_for(impl, rt, op_key, True, mode)
                     if fronted:  # the gates' registration exists wherever the layer serves
-                        native.gate(gates, name, autograd_kernel)
+                        native.gate(gates, name, autograd_kernel, _aten_dtypes(kernel))
                     else:
                         library.impl(name, autograd_kernel, op_key, with_keyset=True)
                 if fronted:
                     # the recipes outlive this registration: the next one of this runtime
                     # (a use_gems() block entered again) starts from them
                     native.front(registration, name, kernel, f"{rt.number}/{key}/{name}",
-                                 sorted(getattr(kernel, "aten_dtypes", ()), key=str))
+                                 _aten_dtypes(kernel), impl.foreign and not _log.isEnabledFor(logging.DEBUG))
                 else:
                     library.impl(name, kernel, key, with_keyset=False)
                 served.add(name)
@@ -388,8 +393,10 @@ def native_stats() -> list[dict[str, Any]]:
     """Per op served by the native dispatch layer now: recipes kept, calls served from
     them (``hits``), calls that ran Python, calls recorded and refused, length-generic
     recipes kept and the calls of new keys they served (``generic_hits``, counted in
-    ``hits`` too); for each gate on the Autograd key (``"gate": True``), calls sent below
-    autograd and calls that ran Python."""
+    ``hits`` too), calls sent to ATen from C++ (``aten_calls``: a dtype the backend leaves
+    to ATen, a copy between host and device); for each gate on the Autograd key
+    (``"gate": True``), calls sent below autograd, calls sent to ATen from C++ and calls that
+    ran Python."""
     state = _current
     if state is None:
         return []

@@ -46,6 +46,10 @@ class OpImpl:
     #: named forms of its calls, each a predicate on the call's arguments (a backend's
     #: :class:`~gems_core.contract.OpGate` may keep a form on gems while it gates the rest)
     forms: tuple[tuple[str, Callable[..., bool]], ...] = ()
+    #: its kernel declines every call with a tensor of more than zero dims on a device of
+    #: another type (``copy_`` between host and device memory): the native layer sends such
+    #: calls to ATen without Python
+    foreign: bool = False
 
     @property
     def packet(self) -> str:
@@ -61,7 +65,8 @@ def _check_schema(name: str) -> None:
 
 
 def aten_op(
-    *names: str, autograd: bool = False, native: bool = True, forms: dict[str, Callable[..., bool]] | None = None
+    *names: str, autograd: bool = False, native: bool = True, forms: dict[str, Callable[..., bool]] | None = None,
+    foreign: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated function as gems' implementation of ATen overloads ``names``
     (written as ``"packet.overload"``; ``"relu"`` for the default overload). The function
@@ -77,7 +82,12 @@ def aten_op(
 
     ``forms``: named classes of calls, each a predicate taking the call's arguments as the
     function does, that a backend may keep on gems while it gates the op to ATen
-    (``OpGate(op, keep=(name,))``)."""
+    (``OpGate(op, keep=(name,))``).
+
+    ``foreign=True`` declares that the function returns ``NotImplemented`` for every call
+    with a tensor argument of more than zero dims on a device of another type than the
+    backend's (a copy between host and device memory): the native dispatch layer then sends
+    those calls to ATen without calling it."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         for name in names:
@@ -85,7 +95,7 @@ def aten_op(
             if name in _IMPLS and _IMPLS[name].fn is not fn:
                 raise ValueError(f"{name} is registered twice: {_IMPLS[name].module} and {fn.__module__}")
             _IMPLS[name] = OpImpl(name=name, fn=fn, module=fn.__module__, autograd=autograd, native=native,
-                                  forms=tuple((forms or {}).items()))
+                                  forms=tuple((forms or {}).items()), foreign=foreign)
         return fn
 
     return decorate

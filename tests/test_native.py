@@ -289,6 +289,79 @@ def test_gated_dtypes_go_to_the_kernel_before_gems_without_python():  # type: ig
 
 
 @needs_layer
+def test_tensors_on_another_device_type_go_to_the_kernel_before_gems_where_declared():  # type: ignore[no-untyped-def]
+    """An op whose Python kernel declines tensors on a device of another type (``copy_``
+    between host and device) has them sent from C++ to the kernel before gems'. Here the
+    layer fronts the Meta key, so a CPU tensor stands for host memory next to device tensors;
+    a 0-d one (a host number, which gems reads) still reaches Python, and so does everything
+    where the op does not declare it."""
+    before = torch.library.Library("gems_native_test", "IMPL")
+    before.impl("both", lambda x, y: torch.empty_like(x, dtype=torch.float64), "Meta")
+    python_calls: list[str] = []
+
+    def gems_kernel(x, y):  # type: ignore[no-untyped-def]
+        python_calls.append(y.device.type)
+        return torch.empty_like(x, dtype=torch.float16)
+
+    both = torch.ops.gems_native_test.both
+    x, host, number = torch.empty(3, 4, device="meta"), torch.randn(3, 4), torch.tensor(2.0)
+    for foreign in (True, False):
+        python_calls.clear()
+        reg = layer.Registration("gems_native_test", "Meta")
+        try:
+            reg.impl("both", gems_kernel, record_call, 16, "", [], foreign)
+            to_aten = both(x, host)
+            assert to_aten.device.type == "meta" and to_aten.shape == (3, 4)
+            assert to_aten.dtype == (torch.float64 if foreign else torch.float16)
+            assert both(x, number).dtype == torch.float16
+            assert both(x, torch.empty(3, 4, device="meta")).dtype == torch.float16
+            assert python_calls == (["cpu", "meta"] if foreign else ["cpu", "cpu", "meta"])
+            assert reg.stats()[0]["aten_calls"] == (1 if foreign else 0)
+        finally:
+            reg.close()
+    before._destroy()
+
+
+@needs_layer
+def test_a_gate_sends_gated_dtypes_that_need_a_graph_to_the_kernel_before_gems(fake):  # type: ignore[no-untyped-def]
+    """On the Autograd key, a call that needs a gradient and involves a dtype the backend
+    leaves to ATen goes from C++ to the key's kernel before gems' (ATen's autograd kernel, or
+    a composite op's decomposition) with its keyset; other such calls run gems' Python
+    autograd kernel, and calls that need no gradient still go below autograd."""
+    fake("twice", twice)
+    before = torch.library.Library("gems_native_test", "IMPL")
+    seen: list = []
+
+    def atens(keyset, x, s, *, k=3):  # type: ignore[no-untyped-def]
+        seen.append(keyset.has(torch._C.DispatchKey.AutogradCPU))
+        return x * 3
+
+    before.impl("twice", atens, "AutogradCPU", with_keyset=True)
+    autograd_calls: list = []
+
+    def autograd_kernel(keyset, *args, **kwargs):  # type: ignore[no-untyped-def]
+        autograd_calls.append(args[0].dtype)
+        with torch._C._AutoDispatchBelowAutograd():
+            return torch.ops.gems_native_test.twice(*args, **kwargs) * 1
+
+    gates = layer.Registration("gems_native_test", "AutogradCPU")
+    try:
+        native.gate(gates, "twice", autograd_kernel, [torch.float64])
+        x64 = torch.randn(4, dtype=torch.float64, requires_grad=True)
+        assert torch.equal(torch.ops.gems_native_test.twice(x64, 0.5), x64 * 3)
+        assert seen == [True] and autograd_calls == []
+        torch.ops.gems_native_test.twice(torch.randn(4, requires_grad=True), 0.5)
+        assert autograd_calls == [torch.float32]
+        torch.ops.gems_native_test.twice(torch.randn(4, dtype=torch.float64), 0.5)  # no graph needed
+        (gate,) = [row for row in gates.stats() if row.get("gate")]
+        assert (gate["aten_calls"], gate["python_calls"], gate["below_autograd"]) == (1, 1, 1)
+        assert seen == [True]
+    finally:
+        gates.close()
+        before._destroy()
+
+
+@needs_layer
 def test_gems_own_earlier_kernel_is_never_taken_for_atens():  # type: ignore[no-untyped-def]
     """A registration made while another of gems' is open finds gems' kernel on the key:
     its gated calls keep the Python path rather than going round to it."""

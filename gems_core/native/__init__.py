@@ -226,23 +226,28 @@ def open_registration(namespace: str, execution: Any, autograd: bool = False) ->
     return layer.Registration(namespace, key)
 
 
-def front(registration: Any, name: str, kernel: Any, shelf: str = "", gated: Iterable[torch.dtype] = ()) -> None:
+def front(registration: Any, name: str, kernel: Any, shelf: str = "", gated: Iterable[torch.dtype] = (),
+          foreign: bool = False) -> None:
     """Put a native kernel in front of the Python ``kernel`` of op ``name``. Kernels given
     the same ``shelf`` share what they learn (recipes, keys seen and refused), so a later
     registration of the same op and runtime starts from an earlier one's recipes; "" keeps
     them to this kernel. Calls involving a ``gated`` dtype (the backend leaves it to ATen)
-    go to ATen's kernel from C++, without the Python kernel."""
+    go to ATen's kernel from C++, without the Python kernel; so do calls with a tensor of
+    more than zero dims on a device of another type, where ``foreign`` says the Python kernel
+    declines those (``copy_`` between host and device: every training step's batch)."""
     from .recorder import record_call
 
     carriers = [torch.empty(0, dtype=dtype) for dtype in gated]
-    registration.impl(name, kernel, functools.partial(record_call, op=name), LIMIT, shelf, carriers)
+    registration.impl(name, kernel, functools.partial(record_call, op=name), LIMIT, shelf, carriers, foreign)
 
 
-def gate(registration: Any, name: str, autograd_kernel: Any) -> None:
+def gate(registration: Any, name: str, autograd_kernel: Any, gated: Iterable[torch.dtype] = ()) -> None:
     """Put a gate in front of op ``name``'s Python kernel on an Autograd key: a call that needs
     no gradient goes below autograd to the backend key (and the native kernel
-    :func:`front` put there) without Python; others call ``autograd_kernel(keyset, ...)``."""
-    registration.gate(name, autograd_kernel)
+    :func:`front` put there) without Python; a call that needs one and involves a ``gated``
+    dtype goes to ATen's kernel for the key (a composite op's decomposition) from C++; others
+    call ``autograd_kernel(keyset, ...)``."""
+    registration.gate(name, autograd_kernel, [torch.empty(0, dtype=dtype) for dtype in gated])
 
 
 def clear() -> None:

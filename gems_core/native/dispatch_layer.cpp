@@ -597,6 +597,60 @@ std::shared_ptr<Book> book_on(const std::string& shelf) {
 }
 
 class NativeKernel;
+// Calls the layer hands to ATen's own kernel for the key (taken before gems' registration
+// covered it) without Python: calls involving a dtype the backend leaves to ATen (a tensor's,
+// a tensor list element's, or one asked for with a ScalarType argument; not a wrapped
+// number's), and, for ops whose Python kernel declines them, calls with a tensor of more than
+// zero dims on a device of another type (a copy between host and device memory).
+struct AtenRoute {
+  std::vector<c10::ScalarType> dtypes;
+  bool foreign = false;
+  std::optional<c10::SafeKernelFunction> kernel;
+
+  bool takes(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t n,
+             c10::DeviceType expected) const {
+    if (!kernel) return false;
+    const size_t first = stack.size() - n;
+    for (size_t i = 0; i < n; ++i) {
+      const c10::IValue& v = stack[first + i];
+      if (v.isTensor()) {
+        if (tensor(v.toTensor(), expected)) return true;
+      } else if (v.isTensorList()) {
+        for (const at::Tensor& t : v.toTensorList()) {
+          if (tensor(t, expected)) return true;
+        }
+      } else if (v.isList()) {
+        for (const c10::IValue& e : v.toListRef()) {
+          if (e.isTensor() && tensor(e.toTensor(), expected)) return true;
+        }
+      } else if (!dtypes.empty() && v.isInt() && is_dtype_argument(schema.arguments()[i])) {
+        if (gated(static_cast<c10::ScalarType>(v.toInt()))) return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  bool gated(c10::ScalarType dtype) const {
+    for (c10::ScalarType g : dtypes) {
+      if (g == dtype) return true;
+    }
+    return false;
+  }
+
+  bool tensor(const at::Tensor& t, c10::DeviceType expected) const {
+    if (!t.defined()) return false;
+    if (foreign && t.dim() != 0 && t.device().type() != expected) return true;
+    return !dtypes.empty() && !t.unsafeGetTensorImpl()->is_wrapped_number() && gated(t.scalar_type());
+  }
+
+  static bool is_dtype_argument(const c10::Argument& argument) {
+    c10::TypePtr type = argument.real_type();
+    if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+    return type->kind() == c10::TypeKind::ScalarTypeType;
+  }
+};
+
 std::mutex live_mutex;
 std::unordered_set<NativeKernel*> live_kernels;
 
@@ -625,9 +679,9 @@ class NativeKernel final : public c10::OperatorKernel {
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keyset, torch::jit::Stack* stack) {
     const size_t n = op.schema().arguments().size();
-    if (aten_ && gated(op.schema(), *stack, n)) {  // the backend leaves this dtype to ATen
+    if (route_.takes(op.schema(), *stack, n, device_type_)) {  // ATen's (AtenRoute)
       aten_calls_.fetch_add(1, std::memory_order_relaxed);
-      aten_->callBoxed(op, keyset, stack);
+      route_.kernel->callBoxed(op, keyset, stack);
       return;
     }
     Key key;
@@ -678,35 +732,9 @@ class NativeKernel final : public c10::OperatorKernel {
 
   void clear() { book_->clear(); }
 
-  // Calls that involve one of ``dtypes`` (a tensor's, a tensor list element's, or one asked
-  // for with a ScalarType argument; not a wrapped number's) go to ``aten`` (ATen's own kernel
-  // for the key, taken before gems' registration covered it) without Python: the backend
-  // leaves those dtypes to ATen, which is all the Python kernel would find out.
-  void gate_dtypes(std::vector<c10::ScalarType> dtypes, c10::SafeKernelFunction aten) {
-    gated_ = std::move(dtypes);
-    aten_.emplace(std::move(aten));
-  }
-
-  bool gated(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t n) const {
-    const size_t first = stack.size() - n;
-    for (size_t i = 0; i < n; ++i) {
-      const c10::IValue& v = stack[first + i];
-      if (v.isTensor()) {
-        if (gated_tensor(v.toTensor())) return true;
-      } else if (v.isTensorList()) {
-        for (const at::Tensor& t : v.toTensorList()) {
-          if (gated_tensor(t)) return true;
-        }
-      } else if (v.isList()) {
-        for (const c10::IValue& e : v.toListRef()) {
-          if (e.isTensor() && gated_tensor(e.toTensor())) return true;
-        }
-      } else if (v.isInt() && is_dtype_argument(schema.arguments()[i])) {
-        if (gated_dtype(static_cast<c10::ScalarType>(v.toInt()))) return true;
-      }
-    }
-    return false;
-  }
+  // Calls that AtenRoute ``route`` takes go to its kernel without Python: all the Python
+  // kernel would do with them is find out that ATen serves them.
+  void route_to_aten(AtenRoute route) { route_ = std::move(route); }
 
   // The recipe of a new key from a length-generic recipe of its family, if one holds.
   std::shared_ptr<const Recipe> generic_for(const Key& key, const std::vector<size_t>& sized,
@@ -1234,25 +1262,7 @@ class NativeKernel final : public c10::OperatorKernel {
   std::atomic<uint64_t> hits_{0}, python_calls_{0}, recorded_{0}, refused_{0}, generic_hits_{0};
   std::atomic<uint64_t> aten_calls_{0};
   std::atomic<bool> has_generic_{false};
-  std::vector<c10::ScalarType> gated_;
-  std::optional<c10::SafeKernelFunction> aten_;
-
-  bool gated_dtype(c10::ScalarType dtype) const {
-    for (c10::ScalarType g : gated_) {
-      if (g == dtype) return true;
-    }
-    return false;
-  }
-
-  bool gated_tensor(const at::Tensor& t) const {
-    return t.defined() && !t.unsafeGetTensorImpl()->is_wrapped_number() && gated_dtype(t.scalar_type());
-  }
-
-  static bool is_dtype_argument(const c10::Argument& argument) {
-    c10::TypePtr type = argument.real_type();
-    if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
-    return type->kind() == c10::TypeKind::ScalarTypeType;
-  }
+  AtenRoute route_;
 };
 
 // In front of an op's Python kernel on an Autograd key (ops gems differentiates itself). A
@@ -1261,7 +1271,10 @@ class NativeKernel final : public c10::OperatorKernel {
 // with no Python; any other call runs the Python kernel, which takes the keyset first.
 class AutogradGate final : public c10::OperatorKernel {
  public:
-  explicit AutogradGate(py::object python_kernel) { python_kernel_ = python_kernel.release().ptr(); }
+  AutogradGate(py::object python_kernel, c10::DeviceType device_type)
+      : device_type_(device_type) {
+    python_kernel_ = python_kernel.release().ptr();
+  }
 
   ~AutogradGate() override {
     if (Py_IsInitialized()) {
@@ -1277,6 +1290,11 @@ class AutogradGate final : public c10::OperatorKernel {
       op.redispatchBoxed(keyset & c10::after_autograd_keyset, stack);
       return;
     }
+    if (route_.takes(op.schema(), *stack, n, device_type_)) {  // ATen's, graph and all
+      aten_calls_.fetch_add(1, std::memory_order_relaxed);
+      route_.kernel->callBoxed(op, keyset, stack);
+      return;
+    }
     python_calls_.fetch_add(1, std::memory_order_relaxed);
     const auto& schema = op.schema();
     py::gil_scoped_acquire gil;
@@ -1289,9 +1307,12 @@ class AutogradGate final : public c10::OperatorKernel {
     push_result(schema, stack, n, py::reinterpret_steal<py::object>(raw));
   }
 
-  std::pair<uint64_t, uint64_t> counts() const {
-    return {below_.load(std::memory_order_relaxed), python_calls_.load(std::memory_order_relaxed)};
+  std::tuple<uint64_t, uint64_t, uint64_t> counts() const {
+    return {below_.load(std::memory_order_relaxed), python_calls_.load(std::memory_order_relaxed),
+            aten_calls_.load(std::memory_order_relaxed)};
   }
+
+  void route_to_aten(AtenRoute route) { route_ = std::move(route); }
 
  private:
   static bool needs_gradient(const at::Tensor& t, bool grad_mode) {
@@ -1318,7 +1339,9 @@ class AutogradGate final : public c10::OperatorKernel {
   }
 
   PyObject* python_kernel_;
-  std::atomic<uint64_t> below_{0}, python_calls_{0};
+  c10::DeviceType device_type_;
+  AtenRoute route_;
+  std::atomic<uint64_t> below_{0}, python_calls_{0}, aten_calls_{0};
 };
 
 // One registration block: the native kernels of one enable() on one dispatch key.
@@ -1329,40 +1352,29 @@ class Registration {
         key_(c10::parseDispatchKey(dispatch_key)),
         library_(std::make_unique<torch::Library>(torch::Library::IMPL, ns, key_, __FILE__, __LINE__)) {}
 
-  // ``gated``: a tensor of each dtype the backend leaves to ATen for this op (see
-  // NativeKernel::gate_dtypes), whose calls go to the kernel registered for the key before
-  // this one, if that is not gems' own.
+  // ``gated``: a tensor of each dtype the backend leaves to ATen for this op; ``foreign``:
+  // the op's Python kernel declines tensors (of more than zero dims) on a device of another
+  // type. Such calls go to the kernel registered for the key before this one (AtenRoute), if
+  // that is not gems' own.
   void impl(const std::string& name, py::object python_kernel, py::object recorder, size_t limit,
-            const std::string& shelf, const std::vector<at::Tensor>& gated) {
+            const std::string& shelf, const std::vector<at::Tensor>& gated, bool foreign) {
     TORCH_CHECK(library_, "gems: this registration is closed");
     torch::PyWarningHandler handler;  // an override warning becomes a Python warning
     auto kernel = std::make_unique<NativeKernel>(name, c10::dispatchKeyToDeviceType(key_), std::move(python_kernel),
                                                  std::move(recorder), limit, book_on(shelf));
-    if (!gated.empty()) {
-      const size_t dot = name.find('.');
-      const std::string packet = ns_ + "::" + name.substr(0, dot);
-      const std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
-      auto handle = c10::Dispatcher::singleton().findSchema({packet, overload});
-      if (handle && handle->hasKernelForDispatchKey(key_)) {
-        c10::SafeKernelFunction previous = handle->getComputedKernelForDispatchKey(key_);
-        // never a kernel of gems' (a registration still open): its calls would come back here
-        if (previous.debug().find("dispatch_layer") == std::string::npos &&
-            previous.debug().find("gems_core") == std::string::npos) {
-          std::vector<c10::ScalarType> dtypes;
-          for (const at::Tensor& t : gated) dtypes.push_back(t.scalar_type());
-          kernel->gate_dtypes(std::move(dtypes), std::move(previous));
-        }
-      }
-    }
+    if (auto route = route_for(name, gated, foreign)) kernel->route_to_aten(std::move(*route));
     kernels_.push_back(kernel.get());
     library_->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
   }
 
-  // On an Autograd key: the gate in front of the op's Python autograd kernel.
-  void gate(const std::string& name, py::object python_kernel) {
+  // On an Autograd key: the gate in front of the op's Python autograd kernel; calls that
+  // need a graph and involve a ``gated`` dtype go to ATen's kernel for the key (for a
+  // composite op, its decomposition) without Python.
+  void gate(const std::string& name, py::object python_kernel, const std::vector<at::Tensor>& gated) {
     TORCH_CHECK(library_, "gems: this registration is closed");
     torch::PyWarningHandler handler;
-    auto kernel = std::make_unique<AutogradGate>(std::move(python_kernel));
+    auto kernel = std::make_unique<AutogradGate>(std::move(python_kernel), c10::dispatchKeyToDeviceType(key_));
+    if (auto route = route_for(name, gated, false)) kernel->route_to_aten(std::move(*route));
     gates_.emplace_back(name, kernel.get());
     library_->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
   }
@@ -1374,12 +1386,13 @@ class Registration {
       if (live_kernels.count(k)) out.append(k->stats());
     }
     for (const auto& [name, g] : gates_) {  // owned by the library; close() forgets them
-      const auto [below, python] = g->counts();
+      const auto [below, python, aten] = g->counts();
       py::dict d;
       d["op"] = name;
       d["gate"] = true;
       d["below_autograd"] = below;
       d["python_calls"] = python;
+      d["aten_calls"] = aten;
       out.append(d);
     }
     return out;
@@ -1392,6 +1405,28 @@ class Registration {
   }
 
  private:
+  // ATen's route for op ``name`` on this key, where anything goes there and the kernel the
+  // key has now is not gems' own (a registration still open: its calls would come back here)
+  std::optional<AtenRoute> route_for(const std::string& name, const std::vector<at::Tensor>& gated, bool foreign) {
+    if (gated.empty() && !foreign) return std::nullopt;
+    const size_t dot = name.find('.');
+    const std::string packet = ns_ + "::" + name.substr(0, dot);
+    const std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
+    auto handle = c10::Dispatcher::singleton().findSchema({packet, overload});
+    // the key's computed kernel: its own, or an alias key's (a composite op's decomposition)
+    if (!handle || !handle->hasComputedKernelForDispatchKey(key_)) return std::nullopt;
+    c10::SafeKernelFunction previous = handle->getComputedKernelForDispatchKey(key_);
+    if (previous.debug().find("dispatch_layer") != std::string::npos ||
+        previous.debug().find("gems_core") != std::string::npos) {
+      return std::nullopt;
+    }
+    AtenRoute route;
+    for (const at::Tensor& t : gated) route.dtypes.push_back(t.scalar_type());
+    route.foreign = foreign;
+    route.kernel.emplace(std::move(previous));
+    return route;
+  }
+
   std::string ns_;
   c10::DispatchKey key_;
   std::unique_ptr<torch::Library> library_;
@@ -1479,8 +1514,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::class_<Registration>(m, "Registration")
       .def(py::init<const std::string&, const std::string&>())
       .def("impl", &Registration::impl, py::arg("name"), py::arg("python_kernel"), py::arg("recorder"),
-           py::arg("limit"), py::arg("shelf") = std::string(), py::arg("gated") = std::vector<at::Tensor>())
-      .def("gate", &Registration::gate)
+           py::arg("limit"), py::arg("shelf") = std::string(), py::arg("gated") = std::vector<at::Tensor>(),
+           py::arg("foreign") = false)
+      .def("gate", &Registration::gate, py::arg("name"), py::arg("python_kernel"),
+           py::arg("gated") = std::vector<at::Tensor>())
       .def("stats", &Registration::stats)
       .def("close", &Registration::close);
   m.def("clear_all", &clear_all, "Forget every recipe of every live native kernel");

@@ -129,7 +129,7 @@ def _copyable(t: torch.Tensor) -> bool:
     return plain(t.view(torch.uint8) if t.dtype in FLOAT8_DTYPES else t)
 
 
-@aten_op("copy_")
+@aten_op("copy_", foreign=True)
 def copy_(self: torch.Tensor, src: Any, non_blocking: bool = False) -> Any:
     """``self[...] = src``, ``src`` broadcast to ``self``'s shape and converted to its dtype."""
     if not isinstance(src, torch.Tensor) or not _copyable(self) or not _copyable(src):
