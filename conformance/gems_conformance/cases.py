@@ -44,6 +44,25 @@ class OpCase:
     reference: Callable[..., Any] | None = None
 
 
+def nan_input_takes_the_upper_branch(call: Callable[..., Any], index: int) -> Callable[..., Any]:
+    """The float64 reference of a piecewise backward formula (``elu_backward``,
+    ``hardswish_backward``) whose argument ``index`` is the input the pieces are chosen by:
+    ``call`` with that input's NaNs read as +inf. ATen's CUDA kernels and its scalar CPU loop
+    test ``x <= 0`` (``x < -3``, ``x <= 3``), which a NaN fails, so they take the upper piece
+    (the gradient times its constant slope); ATen's vectorized float64 CPU loop tests the
+    other way round on some instruction sets and returns NaN there, so the float64 reference
+    depends on the machine that computes it."""
+
+    def reference(*args: Any, **kwargs: Any) -> Any:
+        args = list(args)
+        x = args[index]
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            args[index] = torch.where(torch.isnan(x), torch.full_like(x, float("inf")), x)
+        return call(*args, **kwargs)
+
+    return reference
+
+
 _CASES: dict[str, OpCase] = {}
 _loaded = False
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import samples
-from ..cases import OpCase, register
+from ..cases import OpCase, nan_input_takes_the_upper_branch, register
 from ..samples import Sample
 
 FLOATS = samples.FLOAT_DTYPES
@@ -53,13 +53,21 @@ ACTIVATIONS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], str, str]] 
     "logsigmoid": (F.logsigmoid, "log_sigmoid_forward", "log_sigmoid_backward"),
 }
 
+#: backward formulas whose pieces are chosen by comparisons a NaN input fails (see
+#: nan_input_takes_the_upper_branch)
+_PIECEWISE_BACKWARD = ("elu_backward", "hardswish_backward")
+
 for _name, (_forward, _aten, _backward) in ACTIVATIONS.items():
     register(OpCase(_name, (_aten,), _forward, _unary, FLOATS))
-    register(OpCase(f"{_name}_autograd", (_aten, _backward), _through_autograd(_forward), _same_shape, FLOATS))
+    _call = _through_autograd(_forward)
+    register(OpCase(f"{_name}_autograd", (_aten, _backward), _call, _same_shape, FLOATS,
+                    reference=nan_input_takes_the_upper_branch(_call, 0) if _backward in _PIECEWISE_BACKWARD
+                    else None))
 
 register(OpCase("elu_", ("elu_",), lambda x: F.elu(x.clone(), inplace=True), _unary, (torch.float32,)))
-register(OpCase("elu_autograd_inplace", ("elu_", "elu_backward"),
-                _through_autograd(lambda x: F.elu(x * 1.0, alpha=0.5, inplace=True)), _same_shape, FLOATS))
+_elu_inplace = _through_autograd(lambda x: F.elu(x * 1.0, alpha=0.5, inplace=True))
+register(OpCase("elu_autograd_inplace", ("elu_", "elu_backward"), _elu_inplace, _same_shape, FLOATS,
+                reference=nan_input_takes_the_upper_branch(_elu_inplace, 0)))
 register(OpCase("hardswish_", ("hardswish_",), lambda x: F.hardswish(x.clone(), inplace=True), _unary,
                 (torch.bfloat16,)))
 register(OpCase("threshold_", ("threshold_",), lambda x: F.threshold(x.clone(), 0.1, 3.0, inplace=True), _unary,

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from .. import samples
-from ..cases import OpCase, register
+from ..cases import OpCase, nan_input_takes_the_upper_branch, register
 from .optimizer import _PER_TENSOR, _lists
 
 SCALAR = 2  # exact in every dtype these cases run, and no divisor of zero
@@ -124,10 +124,15 @@ def _samples(name: str, values: dict[str, Any], options: dict[str, Any]) -> Any:
 def form(name: str, dtypes: tuple[torch.dtype, ...], **values: Any) -> None:
     """Register the case of overload ``name``. ``values``: schema arguments (``TENSOR``: an
     optional Tensor that takes a sample tensor), and the sample options ``low``, ``high``,
-    ``special`` (of :func:`samples.elementwise`) and ``skip`` (labels left out)."""
+    ``special`` (of :func:`samples.elementwise`) and ``skip`` (labels left out);
+    ``pieces_chosen_by``: the position among the sample tensors of the input a piecewise
+    backward formula branches on (:func:`~gems_conformance.cases.nan_input_takes_the_upper_branch`)."""
     options = {k: values.pop(k) for k in ("low", "high", "special", "skip") if k in values}
+    chooser = values.pop("pieces_chosen_by", None)
     case = "form_" + name.replace(".", "_")  # add.Scalar_out: form_add_Scalar_out
-    register(OpCase(case, (name,), _call(name, values), _samples(name, values, options), dtypes))
+    call = _call(name, values)
+    reference = None if chooser is None else nan_input_takes_the_upper_branch(call, chooser)
+    register(OpCase(case, (name,), call, _samples(name, values, options), dtypes, reference=reference))
 
 
 POSITIVE = {"low": 0.5, "high": 4.0}
@@ -149,13 +154,14 @@ for _name in ("sin.out", "cos.out", "erf.out", "isinf.out", "isnan.out", "isnegi
               "copysign.Scalar_out", "copysign_.Scalar", "copysign_.Tensor", "hardsigmoid.out", "hardsigmoid_",
               "hardswish.out", "softplus.out", "softshrink.out", "elu.out", "threshold.out", "hardtanh_",
               "sigmoid_backward.grad_input", "tanh_backward.grad_input", "silu_backward.grad_input",
-              "gelu_backward.grad_input", "hardsigmoid_backward.grad_input", "hardswish_backward.out",
+              "gelu_backward.grad_input", "hardsigmoid_backward.grad_input",
               "softplus_backward.grad_input", "softshrink_backward.grad_input",
               "threshold_backward.grad_input", "lerp.Scalar_out", "lerp.Tensor_out", "lerp_.Tensor",
               "addcmul.out", "addcdiv_"):
     form(_name, F32)
 form("hardtanh_backward.grad_input", F32, min_val=-1.0, max_val=1.0)
-form("elu_backward.grad_input", F32, is_result=False)
+form("elu_backward.grad_input", F32, is_result=False, pieces_chosen_by=1)
+form("hardswish_backward.out", F32, pieces_chosen_by=1)
 form("mse_loss.out", F32, reduction=1)
 form("mse_loss_backward.grad_input", F32, reduction=0)
 for _cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
