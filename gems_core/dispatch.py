@@ -349,6 +349,7 @@ def _register(ops: frozenset[str]) -> _State:
                     continue  # the backend leaves the whole op to ATen: do not touch it
                 kernel = _kernel_for(impl, rt, key, False, mode)
                 fronted = registration is not None and impl.native and getattr(kernel, "native_ready", False)
+                to_aten = _aten_dtypes(kernel)
                 if impl.autograd:
                     # the Autograd key serves calls that may need a graph; the backend key
                     # too, for calls that skip autograd (inference mode), which would
@@ -359,14 +360,14 @@ def _register(ops: frozenset[str]) -> _State:
                     op_key = f"Autograd{key}"
                     autograd_kernel = _kernel_for(impl, rt, op_key, True, mode)
                     if fronted:  # the gates' registration exists wherever the layer serves
-                        native.gate(gates, name, autograd_kernel, _aten_dtypes(kernel))
+                        native.gate(gates, name, autograd_kernel, to_aten)
                     else:
                         library.impl(name, autograd_kernel, op_key, with_keyset=True)
                 if fronted:
                     # the recipes outlive this registration: the next one of this runtime
                     # (a use_gems() block entered again) starts from them
                     native.front(registration, name, kernel, f"{rt.number}/{key}/{name}",
-                                 _aten_dtypes(kernel), impl.foreign and not _log.isEnabledFor(logging.DEBUG))
+                                 to_aten, impl.foreign and not _log.isEnabledFor(logging.DEBUG))
                 else:
                     library.impl(name, kernel, key, with_keyset=False)
                 served.add(name)

@@ -237,8 +237,8 @@ def front(registration: Any, name: str, kernel: Any, shelf: str = "", gated: Ite
     declines those (``copy_`` between host and device: every training step's batch)."""
     from .recorder import record_call
 
-    carriers = [torch.empty(0, dtype=dtype) for dtype in gated]
-    registration.impl(name, kernel, functools.partial(record_call, op=name), LIMIT, shelf, carriers, foreign)
+    registration.impl(name, kernel, functools.partial(record_call, op=name), LIMIT, shelf, _carriers(gated),
+                      foreign)
 
 
 def gate(registration: Any, name: str, autograd_kernel: Any, gated: Iterable[torch.dtype] = ()) -> None:
@@ -247,7 +247,12 @@ def gate(registration: Any, name: str, autograd_kernel: Any, gated: Iterable[tor
     :func:`front` put there) without Python; a call that needs one and involves a ``gated``
     dtype goes to ATen's kernel for the key (a composite op's decomposition) from C++; others
     call ``autograd_kernel(keyset, ...)``."""
-    registration.gate(name, autograd_kernel, [torch.empty(0, dtype=dtype) for dtype in gated])
+    registration.gate(name, autograd_kernel, _carriers(gated))
+
+
+def _carriers(dtypes: Iterable[torch.dtype]) -> list[torch.Tensor]:
+    """The layer takes dtypes as empty tensors of them (pybind11 knows tensors, not dtypes)."""
+    return [torch.empty(0, dtype=dtype) for dtype in dtypes]
 
 
 def clear() -> None:

@@ -597,6 +597,24 @@ std::shared_ptr<Book> book_on(const std::string& shelf) {
 }
 
 class NativeKernel;
+
+// Whether ``pred`` holds for a tensor argument ``v``: a tensor, or an element of a tensor list
+// or of a list of optional tensors.
+template <typename Pred>
+bool any_tensor(const c10::IValue& v, Pred pred) {
+  if (v.isTensor()) return pred(v.toTensor());
+  if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) {
+      if (pred(t)) return true;
+    }
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor() && pred(e.toTensor())) return true;
+    }
+  }
+  return false;
+}
+
 // Calls the layer hands to ATen's own kernel for the key (taken before gems' registration
 // covered it) without Python: calls involving a dtype the backend leaves to ATen (a tensor's,
 // a tensor list element's, or one asked for with a ScalarType argument; not a wrapped
@@ -611,20 +629,13 @@ struct AtenRoute {
              c10::DeviceType expected) const {
     if (!kernel) return false;
     const size_t first = stack.size() - n;
+    const auto routed = [&](const at::Tensor& t) { return tensor(t, expected); };
     for (size_t i = 0; i < n; ++i) {
       const c10::IValue& v = stack[first + i];
-      if (v.isTensor()) {
-        if (tensor(v.toTensor(), expected)) return true;
-      } else if (v.isTensorList()) {
-        for (const at::Tensor& t : v.toTensorList()) {
-          if (tensor(t, expected)) return true;
-        }
-      } else if (v.isList()) {
-        for (const c10::IValue& e : v.toListRef()) {
-          if (e.isTensor() && tensor(e.toTensor(), expected)) return true;
-        }
-      } else if (!dtypes.empty() && v.isInt() && is_dtype_argument(schema.arguments()[i])) {
-        if (gated(static_cast<c10::ScalarType>(v.toInt()))) return true;
+      if (any_tensor(v, routed)) return true;
+      if (!dtypes.empty() && v.isInt() && is_dtype_argument(schema.arguments()[i]) &&
+          gated(static_cast<c10::ScalarType>(v.toInt()))) {
+        return true;
       }
     }
     return false;
@@ -1321,19 +1332,9 @@ class AutogradGate final : public c10::OperatorKernel {
 
   static bool needs_autograd(const torch::jit::Stack& stack, size_t n) {
     const bool grad_mode = c10::GradMode::is_enabled();
+    const auto needs = [grad_mode](const at::Tensor& t) { return needs_gradient(t, grad_mode); };
     for (size_t i = stack.size() - n; i < stack.size(); ++i) {
-      const c10::IValue& v = stack[i];
-      if (v.isTensor()) {
-        if (needs_gradient(v.toTensor(), grad_mode)) return true;
-      } else if (v.isTensorList()) {
-        for (const at::Tensor& t : v.toTensorList()) {
-          if (needs_gradient(t, grad_mode)) return true;
-        }
-      } else if (v.isList()) {
-        for (const c10::IValue& item : v.toListRef()) {
-          if (item.isTensor() && needs_gradient(item.toTensor(), grad_mode)) return true;
-        }
-      }
+      if (any_tensor(stack[i], needs)) return true;
     }
     return false;
   }
