@@ -326,10 +326,13 @@ def training(mode: str, args: argparse.Namespace, device: torch.device) -> dict[
 def capture_decode_step(model: torch.nn.Module, token: torch.Tensor, start: int, name: str) -> tuple[Any, torch.Tensor]:
     """A CUDA graph of one decode step (``model(token, start)``, benchmarks/llama.py's
     decoder) captured under provider ``name``, after three warm-up steps on a side stream
-    (which compile, tune and record whatever the step needs), and its output tensor."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with provider(name):
+    (which compile, tune and record whatever the step needs), and its output tensor. The
+    capture runs with the token's GPU current: a graph records the work of the device whose
+    stream captures, and kernels launched on another device's stream would run once, eagerly,
+    and be missing from every replay."""
+    with torch.cuda.device(token.device), provider(name):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(3):
                 model(token, start)
