@@ -197,10 +197,23 @@ def view_layout(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[list[int] | Non
     return kept + list(dims), [1, n, 0, 1]
 
 
+def dense_permuted(x: torch.Tensor, permutation: Sequence[int]) -> torch.Tensor:
+    """``x.permute(permutation)`` copied into a new dense tensor by gems' copy kernel: an
+    allocation and a launch that the native layer's recorder sees and can repeat, where
+    ``.contiguous()`` would be a call of its own through the dispatcher (a buffer the
+    recording does not own, so the reduction could not be replayed)."""
+    from .copying import copy_into
+
+    view = x.permute(tuple(permutation))
+    dense = torch.empty(view.shape, dtype=x.dtype, device=x.device)
+    copy_into(dense, view)
+    return dense
+
+
 def reduction_view(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, list[int]]:
     """(tensor, [inner, stride_o, stride_i, stride_n]) describing ``x`` as rows x reduced."""
     permutation, params = view_layout(x, dims)
-    return (x if permutation is None else x.permute(permutation).contiguous()), params
+    return (x if permutation is None else dense_permuted(x, permutation)), params
 
 
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -289,7 +302,7 @@ class RowReduction:
 
     def run(self, x: torch.Tensor, out: torch.Tensor) -> None:
         """Reduce ``x`` (of the signature this was built for) into ``out``."""
-        source = x if self.permutation is None else x.permute(self.permutation).contiguous()
+        source = x if self.permutation is None else dense_permuted(x, self.permutation)
         if self.second is None:
             self.first(source, out)
             return
