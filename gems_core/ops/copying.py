@@ -85,6 +85,24 @@ def copy_into(dst: torch.Tensor, src: torch.Tensor) -> None:
         _identity(src, out=dst, dtype=dst.dtype, compute_dtype=_via(src.dtype, dst.dtype))
 
 
+def dense_copy(t: torch.Tensor) -> torch.Tensor:
+    """A new contiguous tensor equal to ``t``, written by gems' copy kernel: an allocation and
+    a launch that the native layer's recorder sees and repeats, where ``.contiguous()`` or a
+    ``reshape`` that copies would be a dispatcher call of its own (a buffer the recording
+    does not own: such a call is never replayed)."""
+    dense = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+    copy_into(dense, t)
+    return dense
+
+
+def flattened(t: torch.Tensor) -> torch.Tensor:
+    """``t.reshape(-1)``: a view where the strides allow one, else a :func:`dense_copy`."""
+    try:
+        return t.view(-1)
+    except RuntimeError:
+        return dense_copy(t).view(-1)
+
+
 def may_overlap_itself(t: torch.Tensor) -> bool:
     """Whether two elements of ``t`` may share memory: False only where the strides prove
     they cannot (each dim, by increasing stride, steps past everything the smaller ones reach)."""

@@ -36,7 +36,7 @@ from ..launch_cache import LaunchCache
 from ..plan_cache import Launch, PlanCache, signature
 from ..registry import aten_op
 from ..tuning import Tunable
-from .copying import copy_into, plain
+from .copying import copy_into, flattened, plain
 from .masked import write_out
 
 GATHER = Tunable(
@@ -441,7 +441,7 @@ def embedding(
     """``weight[indices]``: one row of the (num_weights, D) table per index."""
     if weight.dim() != 2 or indices.dtype not in (torch.int32, torch.int64):
         return NotImplemented  # ATen raises its argument errors
-    flat = indices.reshape(-1)
+    flat = flattened(indices)  # a training batch's inputs, tokens[:, :-1], copy here
     result = _index_select(weight, 0, flat, None)
     if result is NotImplemented:
         return result

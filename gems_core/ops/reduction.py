@@ -198,16 +198,11 @@ def view_layout(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[list[int] | Non
 
 
 def dense_permuted(x: torch.Tensor, permutation: Sequence[int]) -> torch.Tensor:
-    """``x.permute(permutation)`` copied into a new dense tensor by gems' copy kernel: an
-    allocation and a launch that the native layer's recorder sees and can repeat, where
-    ``.contiguous()`` would be a call of its own through the dispatcher (a buffer the
-    recording does not own, so the reduction could not be replayed)."""
-    from .copying import copy_into
+    """``x.permute(permutation)`` copied densely by gems' copy kernel (what the native layer
+    can record and replay, unlike ``.contiguous()``)."""
+    from .copying import dense_copy
 
-    view = x.permute(tuple(permutation))
-    dense = torch.empty(view.shape, dtype=x.dtype, device=x.device)
-    copy_into(dense, view)
-    return dense
+    return dense_copy(x.permute(tuple(permutation)))
 
 
 def reduction_view(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, list[int]]:
