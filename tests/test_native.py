@@ -800,7 +800,7 @@ def test_a_build_left_unfinished_by_a_dead_process_does_not_block_the_next(tmp_p
     assert (held.returncode, free.returncode) == (3, 0)
 
 
-# -- what a reduction does outside its kernels ----------------------------------------------------
+# -- what a kernel does outside its launches -------------------------------------------------------
 
 
 @pytest.mark.parametrize("op", ["sum.dim_IntList", "cumsum", "argmax", "var.correction", "embedding"])
@@ -809,9 +809,10 @@ def test_a_kernel_that_copies_its_input_does_so_in_ways_a_recording_owns(
 ) -> None:
     """A layout the reduction kernels cannot read in place (a reduced middle dim of a tensor
     whose last two dims are swapped: the key gradient of grouped-query attention), or indices
-    with no flat view for an embedding, are copied densely first. The copy must be an allocation and a gems launch, both of which the
-    recorder sees and repeats; ``.contiguous()`` is a dispatcher call of its own, whose buffer
-    the recording does not own, so a training step's reductions ran gems' Python every time."""
+    with no flat view for an embedding, are copied densely first. The copy must be an
+    allocation and a gems launch, both of which the recorder sees and repeats;
+    ``.contiguous()`` is a dispatcher call of its own, whose buffer the recording does not
+    own, so a training step's reductions ran gems' Python every time."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from gems_core import registry

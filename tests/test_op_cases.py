@@ -2,9 +2,9 @@
 
 The shapes are the suite's quick profile (small: the CPU interpreter is slow), every sample
 for a case's first dtype and one of each sample class for its others; set
-GEMS_TEST_PROFILE=full on a GPU for the full profile, every sample in every dtype. Each call must reach gems' implementation of
-one of the case's overloads (the suite's routing check), except where the backend gates them
-to ATen, when it must not."""
+GEMS_TEST_PROFILE=full on a GPU for the full profile, every sample in every dtype. Each call
+must reach gems' implementation of one of the case's overloads (the suite's routing check),
+except where the backend gates them to ATen, when it must not."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ PARAMS = [
 def chosen(case, dtype: torch.dtype, samples: list) -> list:
     """The samples a test runs. In the quick profile a case's first dtype runs every sample
     and its other dtypes the first sample of each class (contiguous, transposed, broadcast,
-    empty, 0-d, special, ...): every class in every dtype, at about half the interpreter's
-    time (the suite's CI runs on two cores). The full profile runs every sample."""
+    empty, 0-d, special, ...): every class in every dtype, at about a quarter less of the
+    interpreter's time (the suite's CI runs on two cores). The full profile runs every sample."""
     if PROFILE != "quick" or dtype == case.dtypes[0]:
         return samples
     seen: set[str] = set()

@@ -31,6 +31,7 @@ from ..launch_cache import LaunchCache
 from ..plan_cache import Launch, PlanCache
 from ..registry import aten_op
 from ..tuning import Tunable
+from .copying import dense_copy
 
 REDUCTION = Tunable(
     "reduction",
@@ -197,18 +198,11 @@ def view_layout(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[list[int] | Non
     return kept + list(dims), [1, n, 0, 1]
 
 
-def dense_permuted(x: torch.Tensor, permutation: Sequence[int]) -> torch.Tensor:
-    """``x.permute(permutation)`` copied densely by gems' copy kernel (what the native layer
-    can record and replay, unlike ``.contiguous()``)."""
-    from .copying import dense_copy
-
-    return dense_copy(x.permute(tuple(permutation)))
-
-
 def reduction_view(x: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, list[int]]:
     """(tensor, [inner, stride_o, stride_i, stride_n]) describing ``x`` as rows x reduced."""
     permutation, params = view_layout(x, dims)
-    return (x if permutation is None else dense_permuted(x, permutation)), params
+    # copied by gems' kernel, not .contiguous(): a copy the native layer can record
+    return (x if permutation is None else dense_copy(x.permute(permutation))), params
 
 
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -297,7 +291,7 @@ class RowReduction:
 
     def run(self, x: torch.Tensor, out: torch.Tensor) -> None:
         """Reduce ``x`` (of the signature this was built for) into ``out``."""
-        source = x if self.permutation is None else dense_permuted(x, self.permutation)
+        source = x if self.permutation is None else dense_copy(x.permute(self.permutation))
         if self.second is None:
             self.first(source, out)
             return
