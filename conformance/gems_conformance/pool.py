@@ -246,6 +246,10 @@ class Pool:
             worker.proc.stdin.close()  # type: ignore[union-attr]
         except OSError:
             pass
+        # nothing more is read from it: a worker still writing (its large ``ready`` message,
+        # when the run ended before it was read) meets a closed pipe and exits, rather than
+        # blocking on a full one until the wait below times out
+        worker.proc.stdout.close()  # type: ignore[union-attr]
         if kill and worker.proc.poll() is None:
             worker.proc.kill()
         try:
@@ -253,7 +257,6 @@ class Pool:
         except subprocess.TimeoutExpired:
             worker.proc.kill()
             worker.proc.wait()
-        worker.proc.stdout.close()  # type: ignore[union-attr]
         worker.log.seek(0)
         lines = worker.log.read().decode(errors="replace").splitlines()
         worker.log.close()

@@ -159,6 +159,8 @@ def main() -> int:
         if load_error is None:
             _start_native_build()
         _ready(channel, load_error)
+    except BrokenPipeError:
+        raise
     except Exception as exc:  # noqa: BLE001 - sent to the CLI, which reports it
         channel.send("fatal", error=f"{type(exc).__name__}: {exc}")
         return 2
@@ -177,4 +179,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the suite stopped reading (its run ended): nothing is lost
+        os._exit(0)
