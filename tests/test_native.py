@@ -803,7 +803,8 @@ def test_a_build_left_unfinished_by_a_dead_process_does_not_block_the_next(tmp_p
 # -- what a kernel does outside its launches -------------------------------------------------------
 
 
-@pytest.mark.parametrize("op", ["sum.dim_IntList", "cumsum", "argmax", "var.correction", "embedding"])
+@pytest.mark.parametrize("op", ["sum.dim_IntList", "cumsum", "argmax", "var.correction", "embedding",
+                                "embedding_dense_backward", "nll_loss_forward"])
 def test_a_kernel_that_copies_its_input_does_so_in_ways_a_recording_owns(
     op: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -812,7 +813,10 @@ def test_a_kernel_that_copies_its_input_does_so_in_ways_a_recording_owns(
     with no flat view for an embedding, are copied densely first. The copy must be an
     allocation and a gems launch, both of which the recorder sees and repeats;
     ``.contiguous()`` is a dispatcher call of its own, whose buffer the recording does not
-    own, so a training step's reductions ran gems' Python every time."""
+    own, so a training step's reductions ran gems' Python every time. The same holds for the
+    zeroed buffers of a training step's loss and embedding gradient (``torch.zeros`` is an ATen
+    call of its own; gems' fill kernel zeroes them) and the loss's check of its targets (an
+    assert in the kernel, as on a GPU, rather than ATen's ``_assert_async`` of a flag)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from gems_core import registry
@@ -821,6 +825,8 @@ def test_a_kernel_that_copies_its_input_does_so_in_ways_a_recording_owns(
     g = torch.Generator().manual_seed(3)
     x = torch.randn(3, 2, 4, 6, 5, generator=g, dtype=torch.float64).float().transpose(-1, -2)
     tokens = torch.randint(0, 5, (3, 7), generator=g)
+    targets = torch.tensor([4, 0, -100, 2, 3])
+    log_probs = torch.randn(5, 6, generator=g).log_softmax(-1)
     calls = {
         "sum.dim_IntList": (lambda f: f(x, [2], True), lambda t: t.sum([2], keepdim=True)),
         "cumsum": (lambda f: f(x, 2), lambda t: t.cumsum(2)),
@@ -828,6 +834,15 @@ def test_a_kernel_that_copies_its_input_does_so_in_ways_a_recording_owns(
         "var.correction": (lambda f: f(x, [2]), lambda t: t.var([2])),
         # the next-token inputs of a training batch, tokens[:, :-1]: no flat view of them
         "embedding": (lambda f: f(x[0, 0, 0], tokens[:, :-1]), lambda t: t[0, 0, 0][tokens[:, :-1]]),
+        # the gradient of the embedding above, each row scaled by its lookup count
+        "embedding_dense_backward": (
+            lambda f: f(x[:, 0, 0].transpose(1, 2), tokens[:, :-1], 5, 1, True),
+            lambda t: torch.ops.aten.embedding_dense_backward(t[:, 0, 0].transpose(1, 2), tokens[:, :-1], 5, 1,
+                                                              True)),
+        # a mean over the targets, -100 ignored as in a causal LM's loss
+        "nll_loss_forward": (
+            lambda f: f(log_probs, targets, None, 1, -100)[0],
+            lambda t: torch.ops.aten.nll_loss_forward(log_probs.double(), targets, None, 1, -100)[0]),
     }
     call, reference = calls[op]
     kernel = registry.all_impls()[op].fn
@@ -840,10 +855,11 @@ def test_a_kernel_that_copies_its_input_does_so_in_ways_a_recording_owns(
             return func(*args, **(kwargs or {}))
 
     with gems_core.use_gems():
-        from gems_core.ops import indexing  # (imported once the runtime is set up)
+        from gems_core.ops import indexing, loss  # (imported once the runtime is set up)
 
         # indices checked in the kernel, as on a GPU (the CPU backend reads them on the host)
         monkeypatch.setattr(indexing, "host_checks_indices", lambda device: False)
+        monkeypatch.setattr(loss, "host_checks_indices", lambda device: False)
         call(kernel)  # settles the config
         with Seen():
             got = call(kernel)

@@ -95,6 +95,11 @@ def dense_copy(t: torch.Tensor) -> torch.Tensor:
     return dense
 
 
+def dense(t: torch.Tensor) -> torch.Tensor:
+    """``t.contiguous()``: ``t`` itself where it is contiguous, else a :func:`dense_copy`."""
+    return t if t.is_contiguous() else dense_copy(t)
+
+
 def flattened(t: torch.Tensor) -> torch.Tensor:
     """``t.reshape(-1)``: a view where the strides allow one, else a :func:`dense_copy`."""
     try:

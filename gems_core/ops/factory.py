@@ -181,6 +181,17 @@ def fill_tensor(out: torch.Tensor, value: Any) -> Any:
     return out
 
 
+def zeros(shape: Any, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A new dense tensor of zeros written by gems' fill kernel: an allocation and a launch,
+    which the native layer's recorder repeats. ``torch.zeros`` (or ``.zero_()``) in a
+    kernel's Python is an ATen call of its own, after which the op never leaves the Python
+    path."""
+    out = torch.empty(shape, dtype=dtype, device=device)
+    if fill_tensor(out, False if dtype == torch.bool else 0) is NotImplemented:
+        out.zero_()  # a dtype the fill kernel does not write
+    return out
+
+
 @aten_op("fill_.Scalar")
 def fill_(self: torch.Tensor, value: Any) -> Any:
     """``self[...] = value``; serves torch.full/ones/full_like/ones_like/new_full..."""

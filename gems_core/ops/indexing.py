@@ -36,7 +36,8 @@ from ..launch_cache import LaunchCache
 from ..plan_cache import Launch, PlanCache, signature
 from ..registry import aten_op
 from ..tuning import Tunable
-from .copying import copy_into, flattened, plain
+from .copying import copy_into, dense, flattened, plain
+from .factory import zeros
 from .masked import write_out
 
 GATHER = Tunable(
@@ -460,18 +461,20 @@ def embedding_dense_backward(
     if not grad_output.dtype.is_floating_point or torch.are_deterministic_algorithms_enabled():
         return NotImplemented  # the kernel adds with atomics: the order is not fixed
     width = grad_output.size(-1) if grad_output.dim() else 1
-    flat = indices.reshape(-1).contiguous()
-    count = flat.numel()
+    count = indices.numel()
     if grad_output.numel() != count * width:
         return NotImplemented
+    # the kernels' operands, zeroed or copied by gems' kernels, so the native layer replays a
+    # training step's embedding gradient (an ATen call here would keep it on the Python path)
+    flat = dense(indices).view(-1)
     host_check = host_checks_indices(grad_output.device)
     if host_check:
         check_indices(flat, num_weights)
     acc_dtype = torch.float64 if grad_output.dtype == torch.float64 else torch.float32
-    acc = torch.zeros((num_weights, width), dtype=acc_dtype, device=grad_output.device)
+    acc = zeros((num_weights, width), dtype=acc_dtype, device=grad_output.device)
     if count and width:
-        grad = grad_output.reshape(count, width).contiguous()
-        counts = torch.zeros(num_weights if scale_grad_by_freq else 1, dtype=acc_dtype, device=acc.device)
+        grad = dense(grad_output).view(count, width)
+        counts = zeros((num_weights if scale_grad_by_freq else 1,), dtype=acc_dtype, device=acc.device)
         block = min(GATHER.choose("embedding_backward").params["BLOCK_SIZE"], next_power_of_2(width))
         common: dict[str, Any] = {"options": _gather_options(not host_check), "SCALE": scale_grad_by_freq,
                                   "CHECK": not host_check, "BLOCK_SIZE": block}
@@ -481,4 +484,8 @@ def embedding_dense_backward(
         grid = (count, math.ceil(width / block))
         _embedding_backward(grid, grad, flat, counts, acc, width, padding_idx, num_weights, COUNT_ONLY=False,
                             **common)
-    return acc if acc.dtype == grad_output.dtype else acc.to(grad_output.dtype)
+    if acc.dtype == grad_output.dtype:
+        return acc
+    result = torch.empty(acc.shape, dtype=grad_output.dtype, device=acc.device)
+    copy_into(result, acc)
+    return result

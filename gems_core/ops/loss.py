@@ -6,7 +6,8 @@ The input is seen as (N, C, S) — S = 1 for nll_loss, H*W for nll_loss2d — an
 as (N, S). Each (n, s) position contributes ``-w[t] * x[n, t, s]`` with ``t`` its target,
 nothing where ``t == ignore_index``. ``mean`` divides the summed loss by the summed weights
 (NaN when every target is ignored, as in ATen). A target outside [0, C) raises ATen's
-IndexError on a host device and trips a device-side assert elsewhere.
+IndexError on a host device and trips a device-side assert in the kernel elsewhere (no ATen
+call outside the kernels: the native layer replays a training step's loss).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from ..codegen.pointwise import TL_DTYPES
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
+from .factory import zeros
+from .indexing import device_check_options, host_checks_indices
 from .masked import read_back
 from .reduction import acc_dtype
 
@@ -37,13 +40,14 @@ def _nll_forward_kernel(
     weight_ptr,  # (C,) when HAS_W
     loss_ptr,  # (N * S,) when REDUCE is false, else (programs,) partial sums
     weight_sum_ptr,  # (programs,) partial sums of the weights taken
-    bad_ptr,  # (1,) int32: set when a target is out of range
+    bad_ptr,  # (1,) int32: set when a target is out of range (not CHECK)
     P,
     C,
     S,
     ignore_index,
     HAS_W: tl.constexpr,
     REDUCE: tl.constexpr,
+    CHECK: tl.constexpr,  # assert 0 <= target < C on the device instead of setting bad
     BLOCK: tl.constexpr,
     ACC: tl.constexpr,  # float64 for float64 data, else float32
 ):
@@ -53,7 +57,10 @@ def _nll_forward_kernel(
     t = tl.load(target_ptr + pos, mask=mask, other=ignore_index)
     take = mask & (t != ignore_index)
     valid = (t >= 0) & (t < C)
-    tl.store(bad_ptr, 1, mask=tl.sum((take & ~valid).to(tl.int32), 0) > 0)
+    if CHECK:
+        tl.device_assert(valid | ~take, "nll_loss: a target is out of bounds")
+    else:
+        tl.store(bad_ptr, 1, mask=tl.sum((take & ~valid).to(tl.int32), 0) > 0)
     take = take & valid
     w = tl.full((BLOCK,), 1.0, ACC)
     if HAS_W:
@@ -161,13 +168,12 @@ def _geometry(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None
     return n, c, s
 
 
-def _check_targets(bad: torch.Tensor, target: torch.Tensor, ignore_index: int, classes: int) -> None:
-    if bad.device.type == "cpu":  # the host already waits for the kernel: raise as ATen's CPU does
-        if read_back(bad, 0):  # (compile-only execution ran no kernel: no bad target)
-            wrong = target[(target != ignore_index) & ((target < 0) | (target >= classes))]
-            raise IndexError(f"Target {int(wrong.flatten()[0])} is out of bounds.")
-    else:
-        torch._assert_async(bad == 0, "nll_loss: a target is out of bounds")
+def _check_targets(bad: torch.Tensor | None, target: torch.Tensor, ignore_index: int, classes: int) -> None:
+    """On a host device (the host already waits for the kernel), ATen's CPU error for the
+    first bad target; elsewhere the kernel asserted on the device (``bad`` is None)."""
+    if bad is not None and read_back(bad, 0):  # (compile-only execution ran no kernel: no bad target)
+        wrong = target[(target != ignore_index) & ((target < 0) | (target >= classes))]
+        raise IndexError(f"Target {int(wrong.flatten()[0])} is out of bounds.")
 
 
 def _nll_forward(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, reduction: int,
@@ -179,22 +185,28 @@ def _nll_forward(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | N
     p = n * s
     x, target = x.contiguous(), target.contiguous()
     w = weight.contiguous() if weight is not None else x
-    bad = torch.zeros((1,), dtype=torch.int32, device=x.device)
-    total_weight = torch.empty((), dtype=x.dtype, device=x.device)
+    host_check = host_checks_indices(x.device)
+    bad = zeros((1,), dtype=torch.int32, device=x.device) if host_check else None
+    check: dict[str, Any] = {"CHECK": not host_check, "options": {} if host_check else device_check_options({})}
     programs = cdiv(p, _BLOCK)
     if reduction == _NONE:
         out = torch.empty(target.shape, dtype=x.dtype, device=x.device)
-        total_weight.zero_()
+        total_weight = zeros((), dtype=x.dtype, device=x.device)
         if p:
-            _forward((programs,), x, target, w, out, out, bad, p, c, s, ignore_index,
-                     HAS_W=weight is not None, REDUCE=False, BLOCK=_BLOCK, ACC=TL_DTYPES[acc_dtype(x.dtype)])
+            _forward((programs,), x, target, w, out, out, bad if host_check else out, p, c, s, ignore_index,
+                     HAS_W=weight is not None, REDUCE=False, BLOCK=_BLOCK, ACC=TL_DTYPES[acc_dtype(x.dtype)],
+                     **check)
     else:
         out = torch.empty((), dtype=x.dtype, device=x.device)
-        partial_loss = torch.zeros((max(programs, 1),), dtype=acc_dtype(x.dtype), device=x.device)
-        partial_weight = torch.zeros_like(partial_loss)
+        total_weight = torch.empty((), dtype=x.dtype, device=x.device)
+        # every program writes its partial sums; with no position, one zero of each is the total
+        partials = zeros if not p else torch.empty
+        partial_loss = partials((max(programs, 1),), dtype=acc_dtype(x.dtype), device=x.device)
+        partial_weight = partials((max(programs, 1),), dtype=acc_dtype(x.dtype), device=x.device)
         if p:
-            _forward((programs,), x, target, w, partial_loss, partial_weight, bad, p, c, s, ignore_index,
-                     HAS_W=weight is not None, REDUCE=True, BLOCK=_BLOCK, ACC=TL_DTYPES[acc_dtype(x.dtype)])
+            _forward((programs,), x, target, w, partial_loss, partial_weight, bad if host_check else partial_loss,
+                     p, c, s, ignore_index, HAS_W=weight is not None, REDUCE=True, BLOCK=_BLOCK,
+                     ACC=TL_DTYPES[acc_dtype(x.dtype)], **check)
         _total((1,), partial_loss, partial_weight, out, total_weight, partial_loss.numel(),
                MEAN=reduction == _MEAN, BLOCK=min(1024, next_power_of_2(partial_loss.numel())),
                ACC=TL_DTYPES[acc_dtype(x.dtype)])
