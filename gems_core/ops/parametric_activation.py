@@ -1,4 +1,5 @@
-"""Activations with a parameter: celu (alpha; functional, out= and in place), PReLU's
+"""Activations with a parameter: celu (alpha; functional, out= and in place), leaky_relu
+(its negative slope; functional, out=, in place, and its backward), PReLU's
 kernels (a learned weight broadcast against the input: ``_prelu_kernel`` and its backward,
 which ATen's prelu composite calls and reduces) and RReLU's backward
 (``rrelu_with_noise_backward``: in training the slopes drawn by the forward, kept in
@@ -85,6 +86,53 @@ def prelu_kernel_backward(grad_output: torch.Tensor, self: torch.Tensor, weight:
 def _leaky_relu_backward(dy, x, slope):
     # x (or the output, of the same sign for slope >= 0) > 0: dy; else slope * dy (NaN too, as in ATen)
     return tl.where(x > 0, dy, dy * slope)
+
+
+@pointwise(kind="DEFAULT", extras=("slope",))
+@triton.jit
+def _leaky_relu(x, slope):
+    # NaN takes the sloped branch (and stays NaN), as in ATen
+    return tl.where(x > 0, x, x * slope)
+
+
+@aten_op("leaky_relu")
+def leaky_relu(self: torch.Tensor, negative_slope: Any = 0.01) -> Any:
+    """x where x > 0, else negative_slope * x."""
+    return _leaky_relu(self, slope=float(negative_slope)) if self.is_floating_point() else NotImplemented
+
+
+@aten_op("leaky_relu.out")
+def leaky_relu_out(self: torch.Tensor, negative_slope: Any = 0.01, *, out: torch.Tensor) -> Any:
+    if not _floating(self, out):
+        return NotImplemented
+    return _leaky_relu(self, slope=float(negative_slope), out=out)
+
+
+@aten_op("leaky_relu_")
+def leaky_relu_(self: torch.Tensor, negative_slope: Any = 0.01) -> Any:
+    return _leaky_relu.inplace(self, slope=float(negative_slope)) if self.is_floating_point() else NotImplemented
+
+
+def _leaky_backward(grad_output: torch.Tensor, self: torch.Tensor, negative_slope: Any, self_is_result: bool,
+                    out: torch.Tensor | None = None) -> Any:
+    slope = float(negative_slope)
+    # ATen refuses a negative slope taken from the output (an in-place forward flips its sign)
+    if not _floating(grad_output, self, *([] if out is None else [out])) or (self_is_result and slope < 0):
+        return NotImplemented
+    return _leaky_relu_backward(grad_output, self, slope=slope, out=out)
+
+
+@aten_op("leaky_relu_backward")
+def leaky_relu_backward(grad_output: torch.Tensor, self: torch.Tensor, negative_slope: Any,
+                        self_is_result: bool) -> Any:
+    """grad_output where the input (or the output) is positive, else negative_slope times it."""
+    return _leaky_backward(grad_output, self, negative_slope, self_is_result)
+
+
+@aten_op("leaky_relu_backward.grad_input")
+def leaky_relu_backward_grad_input(grad_output: torch.Tensor, self: torch.Tensor, negative_slope: Any,
+                                   self_is_result: bool, *, grad_input: torch.Tensor) -> Any:
+    return _leaky_backward(grad_output, self, negative_slope, self_is_result, out=grad_input)
 
 
 @pointwise(kind="DEFAULT")

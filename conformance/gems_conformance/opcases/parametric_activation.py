@@ -1,5 +1,6 @@
 """Cases for gems_core/ops/parametric_activation.py: celu's out= and in-place forms (the
-functional one is activation_more's "celu" case), PReLU (through F.prelu: its kernel, and
+functional one is activation_more's "celu" case), leaky_relu (functional, out=, in place,
+its backward called directly and through autograd), PReLU (through F.prelu: its kernel, and
 the backward through autograd) and RReLU's backward (called directly, in and out of
 training, and through autograd of F.rrelu in evaluation, which draws no noise).
 
@@ -28,6 +29,26 @@ def _celu_samples(dtype: torch.dtype, device: Any, profile: str) -> Iterator[Sam
             yield Sample(sample.label, (*sample.args, alpha))
 
 
+def _slope_samples(dtype: torch.dtype, device: Any, profile: str) -> Iterator[Sample]:
+    for sample in samples.elementwise(1, dtype, device, profile):
+        for slope in (0.01, 0.2, -0.7):  # a negative slope is allowed in the forward
+            yield Sample(sample.label, (*sample.args, slope))
+
+
+def _leaky_backward_samples(dtype: torch.dtype, device: Any, profile: str) -> Iterator[Sample]:
+    # (grad_output, self, negative_slope, self_is_result); no negative slope from the output
+    for sample in samples.elementwise(2, dtype, device, profile):
+        for slope, self_is_result in ((0.01, False), (-0.7, False), (0.2, True)):
+            yield Sample(sample.label, (*sample.args, slope, self_is_result))
+
+
+def _leaky_relu_grad(x: torch.Tensor, slope: float) -> torch.Tensor:
+    x = x.detach().requires_grad_()
+    y = F.leaky_relu(x, slope)
+    (grad,) = torch.autograd.grad(y, x, samples.ramp_like(y))
+    return grad
+
+
 def _prelu_samples(dtype: torch.dtype, device: Any, profile: str) -> Iterator[Sample]:
     for n, shape in enumerate(samples.SHAPES[profile]):
         x = samples.make_tensor((2, *shape), dtype, device, 100 * n)
@@ -47,6 +68,21 @@ def _prelu_input_grad(x: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tens
 register(OpCase("celu_", ("celu_",), lambda x, alpha: torch.celu_(x.clone(), alpha), _celu_samples, (torch.float32,)))
 register(OpCase("celu_out", ("celu.out",), lambda x, alpha: torch.ops.aten.celu.out(x, alpha, out=torch.empty_like(x)),
                 _celu_samples, (torch.float32,)))
+register(OpCase("leaky_relu", ("leaky_relu",), F.leaky_relu, _slope_samples, FLOATS))
+register(OpCase("leaky_relu_", ("leaky_relu_",), lambda x, slope: torch.ops.aten.leaky_relu_(x.clone(), slope),
+                _slope_samples, (torch.float32,)))
+register(OpCase("leaky_relu_out", ("leaky_relu.out",),
+                lambda x, slope: torch.ops.aten.leaky_relu.out(x, slope, out=torch.empty_like(x)),
+                _slope_samples, (torch.float32,)))
+register(OpCase("leaky_relu_backward", ("leaky_relu_backward",), torch.ops.aten.leaky_relu_backward,
+                _leaky_backward_samples, FLOATS))
+register(OpCase("leaky_relu_backward_grad_input", ("leaky_relu_backward.grad_input",),
+                lambda dy, x, slope, from_result: torch.ops.aten.leaky_relu_backward.grad_input(
+                    dy, x, slope, from_result,
+                    grad_input=torch.empty(torch.broadcast_shapes(dy.shape, x.shape), dtype=x.dtype, device=x.device)),
+                _leaky_backward_samples, (torch.float32,)))
+register(OpCase("leaky_relu_autograd", ("leaky_relu", "leaky_relu_backward"), _leaky_relu_grad, _slope_samples,
+                FLOATS))
 register(OpCase("prelu", ("_prelu_kernel",), F.prelu, _prelu_samples, FLOATS))
 register(OpCase("prelu_autograd", ("_prelu_kernel", "_prelu_kernel_backward"), _prelu_input_grad, _prelu_samples,
                 FLOATS, reduction_length=lambda sample: sample.args[0].numel() // max(sample.args[1].numel(), 1)))
