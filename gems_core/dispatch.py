@@ -7,6 +7,7 @@ compile failures reach ATen's own kernel (captured before gems overrides it).
 
 from __future__ import annotations
 
+import collections
 import difflib
 import logging
 import threading
@@ -215,6 +216,7 @@ def _make_kernel(
     interpreter = rt.interpreter
     name = impl.name
     failed = rt.runtime_fallbacks
+    served = _served_calls
     interpreting = interpreter_state  # .active: the CPU interpreter runs a kernel now
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
@@ -234,8 +236,12 @@ def _make_kernel(
             if recording.native is not None:  # a call under recording: record it again later
                 recording.deferred = True
             return aten(_COMPILING, keyset, *args, **kwargs)
+        except BaseException:
+            served[name] += 1  # gems answered the call with an error (ATen's, for bad input)
+            raise
         if result is NotImplemented:
             return aten(_DECLINED, keyset, *args, **kwargs)
+        served[name] += 1
         if _log.isEnabledFor(logging.DEBUG):
             _note(name, "gems", args, kwargs)
         return result
@@ -283,8 +289,12 @@ def _make_kernel(
             if recording.native is not None:  # a call under recording: record it again later
                 recording.deferred = True
             return aten(_COMPILING, own_key, *args, **kwargs)
+        except BaseException:
+            served[name] += 1
+            raise
         if result is NotImplemented:
             return aten(_DECLINED, own_key, *args, **kwargs)
+        served[name] += 1
         if _log.isEnabledFor(logging.DEBUG):
             _note(name, "gems", args, kwargs)
         return result
@@ -402,6 +412,18 @@ def native_stats() -> list[dict[str, Any]]:
     if state is None:
         return []
     return native.stats(state.native) + native.stats(state.native_autograd)
+
+
+#: calls of each op that gems' Python kernel answered in this process: with a result, or with
+#: an error it raised (ATen's, for bad input); not the calls it declined or left to ATen
+_served_calls: collections.Counter[str] = collections.Counter()
+
+
+def served_calls(ops: Iterable[str]) -> int:
+    """Calls of ``ops`` that gems' Python kernels answered in this process, whichever thread
+    made them (autograd runs a CUDA graph's backward on a thread of its own). With
+    :func:`native_hits`, every call gems served."""
+    return sum(_served_calls[op] for op in set(ops))
 
 
 def native_hits(ops: Iterable[str]) -> int:

@@ -1,13 +1,12 @@
-"""Did gems' implementation of an overload run, or did the call reach ATen?
+"""Did gems' implementation of an overload serve a call, or did the call reach ATen?
 
-The dispatcher gives no answer, so the suite watches for the Python function gems registered
-(or the backend's override of it) being entered, with a profile hook that removes itself on
-the first hit: cheap on the gems path, and the ATen path runs no Python at all.
+The dispatcher gives no answer, so gems' dispatcher kernels count the calls they answer, per
+overload (:func:`gems_core.dispatch.served_calls`), and the native layer the calls it replays
+(:func:`gems_core.dispatch.native_hits`); a watch compares the counts before and after.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable
 from types import CodeType
 from typing import Any
@@ -41,19 +40,21 @@ def implementations(overloads: Iterable[str]) -> dict[str, frozenset[CodeType]]:
 
 
 class RouteWatch:
-    """``with RouteWatch(codes) as watch: ...`` then ``watch.hit``: was any of ``codes``
-    entered inside the block, or did the native dispatch layer replay a call of an overload
-    they implement (a replay runs no Python: its recipe was recorded from gems' kernel)."""
+    """``with RouteWatch(codes) as watch: ...`` then ``watch.hit``: did gems serve a call of
+    an overload ``codes`` implement inside the block, through its Python kernel (a result,
+    or an error it raised) or the native dispatch layer's replay of a recipe recorded from
+    that kernel. Counted by the dispatcher's kernels, so a call on another thread counts as
+    well (autograd runs a CUDA backward on a thread of its own), and a kernel that declines a
+    call, which ATen then serves, does not."""
 
     def __init__(self, codes: Iterable[CodeType]) -> None:
         self.codes = frozenset(codes)
         self.hit = False
-        self._previous: Any = None
         self._ops: frozenset[str] | None = None  # the overloads ``codes`` implement, once needed
-        self._replays = 0
+        self._before = 0
 
-    def _native_replays(self) -> int:
-        from gems_core.dispatch import native_hits
+    def _served(self) -> int:
+        from gems_core.dispatch import native_hits, served_calls
 
         if not self.codes:
             return 0
@@ -62,22 +63,13 @@ class RouteWatch:
             self._ops = frozenset(name for name, impl in registry.all_impls().items()
                                   if {_code_of(impl.fn), _code_of(overrides.get(name))} & self.codes)
         # counted over every registration, so a use_gems() block opened and closed inside
-        # the watch still shows its replays at the exit
-        return native_hits(self._ops)
-
-    def _profile(self, frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code in self.codes:
-            self.hit = True
-            sys.setprofile(self._previous)
+        # the watch still shows its calls at the exit
+        return served_calls(self._ops) + native_hits(self._ops)
 
     def __enter__(self) -> RouteWatch:  # noqa: PYI034
-        self._replays = self._native_replays()
-        self._previous = sys.getprofile()
-        if self.codes:
-            sys.setprofile(self._profile)
+        self._before = self._served()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        sys.setprofile(self._previous)
-        if not self.hit and self._native_replays() > self._replays:
+        if self._served() > self._before:
             self.hit = True

@@ -396,7 +396,10 @@ def _matrices(mat1: Any, mat2: Any) -> bool:
 
 
 def _shares_memory(out: torch.Tensor, *inputs: torch.Tensor) -> bool:
-    return any(out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr() for t in inputs)
+    """Whether ``out`` lives in the storage of one of ``inputs``. Storages of no bytes share
+    nothing (their data pointers are all null: an empty out= and empty operands)."""
+    address = out.untyped_storage().data_ptr()
+    return address != 0 and any(address == t.untyped_storage().data_ptr() for t in inputs)
 
 
 def _prepare_out(out: torch.Tensor, shape: tuple[int, ...], like: torch.Tensor) -> bool:
