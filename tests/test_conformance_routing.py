@@ -157,14 +157,15 @@ def test_an_emulated_vendor_on_the_cpu_interpreter_carries_the_interpreters_gate
     assert select({"GEMS_DEVICE": "cpu"}).execution.host == ""
 
 
-def test_a_watch_counts_calls_gems_answers_on_any_thread_and_not_those_it_declines() -> None:
-    """What "gems served it" means to every tier: a call gems' kernel answered, whichever
-    thread made it (autograd runs a CUDA backward on a thread of its own); a call the kernel
-    declined (ATen served it) is no hit, nor is a block that called nothing."""
+def test_a_watch_sees_calls_gems_answers_on_any_thread() -> None:
+    """A call gems' kernel answers on another thread is a hit (autograd runs a CUDA backward
+    on a thread of its own) and served; a block that called nothing is neither; a call gems'
+    function entered and declined (ATen served it) is a hit, but not served."""
     import threading
 
-    import gems_core
     from gems_conformance.routing import RouteWatch
+
+    import gems_core
 
     codes = frozenset().union(*implementations(["add.Tensor"]).values())
     g = torch.Generator().manual_seed(0)
@@ -174,14 +175,14 @@ def test_a_watch_counts_calls_gems_answers_on_any_thread_and_not_those_it_declin
         worker = threading.Thread(target=lambda: results.append(torch.add(x, y, alpha=2)))
         worker.start()
         worker.join()
-    assert watch.hit
+    assert watch.hit and watch.served
     torch.testing.assert_close(results[0], x + 2 * y)
     with RouteWatch(codes) as watch, gems_core.use_gems():
         pass
-    assert not watch.hit
+    assert not watch.hit and not watch.served
     # complex numbers: gems' add declines, ATen adds
     a = torch.randn(4, generator=g, dtype=torch.complex64)
     with RouteWatch(codes) as watch, gems_core.use_gems():
         got = a + a
-    assert not watch.hit
+    assert watch.hit and not watch.served
     assert torch.equal(got, a * 2)

@@ -1,12 +1,16 @@
-"""Did gems' implementation of an overload serve a call, or did the call reach ATen?
+"""Did gems' implementation of an overload run, or did the call reach ATen?
 
-The dispatcher gives no answer, so gems' dispatcher kernels count the calls they answer, per
-overload (:func:`gems_core.dispatch.served_calls`), and the native layer the calls it replays
-(:func:`gems_core.dispatch.native_hits`); a watch compares the counts before and after.
+The dispatcher gives no answer, so the suite watches for the Python function gems registered
+(or the backend's override of it) being entered, with a profile hook that removes itself on
+the first hit (cheap on the gems path; the ATen path runs no Python at all), and compares the
+counts of calls gems' dispatcher kernels answered (:func:`gems_core.dispatch.served_calls`,
+any thread) and the native layer replayed (:func:`gems_core.dispatch.native_hits`) before
+and after.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from types import CodeType
 from typing import Any
@@ -40,16 +44,21 @@ def implementations(overloads: Iterable[str]) -> dict[str, frozenset[CodeType]]:
 
 
 class RouteWatch:
-    """``with RouteWatch(codes) as watch: ...`` then ``watch.hit``: did gems serve a call of
-    an overload ``codes`` implement inside the block, through its Python kernel (a result,
-    or an error it raised) or the native dispatch layer's replay of a recipe recorded from
-    that kernel. Counted by the dispatcher's kernels, so a call on another thread counts as
-    well (autograd runs a CUDA backward on a thread of its own), and a kernel that declines a
-    call, which ATen then serves, does not."""
+    """``with RouteWatch(codes) as watch: ...`` then ``watch.hit``: did a call inside the block
+    reach gems' implementation of an overload ``codes`` implement: its Python function was
+    entered on the watching thread (a profile hook that removes itself on the first hit), or
+    gems' dispatcher kernel answered a call of it on any thread (autograd runs a CUDA
+    backward on a thread of its own), or the native layer replayed a recipe recorded from it.
+
+    ``watch.served`` is stricter: gems answered a call (a result, or an error it raised),
+    counted by the dispatcher's kernels and the native layer; a call gems' function entered
+    and declined, which ATen then served, is not served."""
 
     def __init__(self, codes: Iterable[CodeType]) -> None:
         self.codes = frozenset(codes)
         self.hit = False
+        self.served = False
+        self._previous: Any = None
         self._ops: frozenset[str] | None = None  # the overloads ``codes`` implement, once needed
         self._before = 0
 
@@ -66,10 +75,19 @@ class RouteWatch:
         # the watch still shows its calls at the exit
         return served_calls(self._ops) + native_hits(self._ops)
 
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code in self.codes:
+            self.hit = True
+            sys.setprofile(self._previous)
+
     def __enter__(self) -> RouteWatch:  # noqa: PYI034
         self._before = self._served()
+        self._previous = sys.getprofile()
+        if self.codes:
+            sys.setprofile(self._profile)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        sys.setprofile(self._previous)
         if self._served() > self._before:
-            self.hit = True
+            self.served = self.hit = True
