@@ -421,7 +421,7 @@ _served_calls: collections.Counter[str] = collections.Counter()
 
 def served_calls(ops: Iterable[str]) -> int:
     """Calls of ``ops`` that gems' Python kernels answered in this process, whichever thread
-    made them (autograd runs a CUDA graph's backward on a thread of its own). With
+    made them (autograd runs a CUDA backward on a thread of its own). With
     :func:`native_hits`, every call gems served."""
     return sum(_served_calls[op] for op in set(ops))
 

@@ -29,7 +29,7 @@ FORMS = ("_out", "_autograd", "_grad_input")
 
 def dtypes(name: str) -> tuple[torch.dtype, ...]:
     """The dtypes a case runs in: all of them, but the first only for another form of an op
-    in the quick profile (about 7 % of the suite's time on two cores)."""
+    in the quick profile."""
     case = CASES[name]
     return case.dtypes[:1] if PROFILE == "quick" and name.endswith(FORMS) else case.dtypes
 

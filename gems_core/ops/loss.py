@@ -187,13 +187,14 @@ def _nll_forward(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | N
     w = weight.contiguous() if weight is not None else x
     host_check = host_checks_indices(x.device)
     bad = zeros((1,), dtype=torch.int32, device=x.device) if host_check else None
+    flag = x if bad is None else bad  # (CHECK compiles no store to the flag)
     check: dict[str, Any] = {"CHECK": not host_check, "options": {} if host_check else device_check_options({})}
     programs = cdiv(p, _BLOCK)
     if reduction == _NONE:
         out = torch.empty(target.shape, dtype=x.dtype, device=x.device)
         total_weight = zeros((), dtype=x.dtype, device=x.device)
         if p:
-            _forward((programs,), x, target, w, out, out, bad if host_check else out, p, c, s, ignore_index,
+            _forward((programs,), x, target, w, out, out, flag, p, c, s, ignore_index,
                      HAS_W=weight is not None, REDUCE=False, BLOCK=_BLOCK, ACC=TL_DTYPES[acc_dtype(x.dtype)],
                      **check)
     else:
@@ -204,9 +205,9 @@ def _nll_forward(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | N
         partial_loss = partials((max(programs, 1),), dtype=acc_dtype(x.dtype), device=x.device)
         partial_weight = partials((max(programs, 1),), dtype=acc_dtype(x.dtype), device=x.device)
         if p:
-            _forward((programs,), x, target, w, partial_loss, partial_weight, bad if host_check else partial_loss,
-                     p, c, s, ignore_index, HAS_W=weight is not None, REDUCE=True, BLOCK=_BLOCK,
-                     ACC=TL_DTYPES[acc_dtype(x.dtype)], **check)
+            _forward((programs,), x, target, w, partial_loss, partial_weight, flag, p, c, s, ignore_index,
+                     HAS_W=weight is not None, REDUCE=True, BLOCK=_BLOCK, ACC=TL_DTYPES[acc_dtype(x.dtype)],
+                     **check)
         _total((1,), partial_loss, partial_weight, out, total_weight, partial_loss.numel(),
                MEAN=reduction == _MEAN, BLOCK=min(1024, next_power_of_2(partial_loss.numel())),
                ACC=TL_DTYPES[acc_dtype(x.dtype)])
