@@ -80,7 +80,7 @@ def _served(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, bool]:
     """``fn()`` and whether a gems kernel ran in it."""
     with RouteWatch(KERNEL_RAN) as watch:
         result = fn()
-    return result, watch.hit
+    return result, watch.entered
 
 
 X = torch.randn(33, 4).t()  # non-contiguous
@@ -216,7 +216,7 @@ def test_an_op_waiting_for_its_compile_goes_to_aten_without_running_its_body(slo
     slow.finish()
     with RouteWatch(KERNEL_RAN) as watch:
         result = body(x, y)
-    assert len(entered) == 2 and watch.hit
+    assert len(entered) == 2 and watch.entered
     torch.testing.assert_close(result.double(), x.double() + y.double(), rtol=1.3e-6, atol=1e-5)
     with gems_core.use_gems(include=["add"]):  # through the dispatcher: ATen's results meanwhile
         slow.slow = {"pointwise": None}
@@ -253,7 +253,7 @@ def test_a_call_that_launched_waits_for_its_next_kernel(slow: SlowCompiles) -> N
     body = background.tracked(lambda: (_impl("fill_.Scalar")(out, 2.0), _impl("add_.Tensor")(out, y)))
     with RouteWatch(KERNEL_RAN) as watch:
         body()
-    assert time.perf_counter() - start >= 0.45 and watch.hit
+    assert time.perf_counter() - start >= 0.45 and watch.entered
     assert slow.asked == ["pointwise", "fill"]
     torch.testing.assert_close(out.double(), y.double() + 2.0, rtol=1.3e-6, atol=1e-5)
 

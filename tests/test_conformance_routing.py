@@ -159,8 +159,8 @@ def test_an_emulated_vendor_on_the_cpu_interpreter_carries_the_interpreters_gate
 
 def test_a_watch_sees_calls_gems_answers_on_any_thread() -> None:
     """A call gems' kernel answers on another thread is a hit (autograd runs a CUDA backward
-    on a thread of its own) and served; a block that called nothing is neither; a call gems'
-    function entered and declined (ATen served it) is a hit, but not served."""
+    on a thread of its own); a block that called nothing is not; a call gems' function
+    entered and declined (ATen served it) was entered, but is not a hit."""
     import threading
 
     from gems_conformance.routing import RouteWatch
@@ -175,14 +175,14 @@ def test_a_watch_sees_calls_gems_answers_on_any_thread() -> None:
         worker = threading.Thread(target=lambda: results.append(torch.add(x, y, alpha=2)))
         worker.start()
         worker.join()
-    assert watch.hit and watch.served
+    assert watch.hit and watch.served and watch.entered
     torch.testing.assert_close(results[0], x + 2 * y)
     with RouteWatch(codes) as watch, gems_core.use_gems():
         pass
-    assert not watch.hit and not watch.served
+    assert not watch.hit and not watch.entered
     # complex numbers: gems' add declines, ATen adds
     a = torch.randn(4, generator=g, dtype=torch.complex64)
     with RouteWatch(codes) as watch, gems_core.use_gems():
         got = a + a
-    assert watch.hit and not watch.served
+    assert watch.entered and not watch.hit and not watch.served
     assert torch.equal(got, a * 2)

@@ -117,7 +117,7 @@ def check_sample(case: OpCase, sample: Sample, index: int, dtype: str, mode: str
     try:
         with watch, gems_core.use_gems():
             result = case.call(*sample.args, **sample.kwargs)
-        out.served_by = "gems" if watch.hit else "aten"
+        out.served_by = "gems" if watch.hit else "aten"  # answered, not entered and declined
         reference = (case.reference or case.call)(*to_reference(sample.args), **to_reference(sample.kwargs))
         failure = _dtype_mismatch(result, aten_result)
         if not failure:
@@ -143,12 +143,12 @@ def check_sample(case: OpCase, sample: Sample, index: int, dtype: str, mode: str
         failure, status_if_failed = _error(exc), R.ERROR
     out.seconds = time.perf_counter() - start
 
-    if mode == R.FALLBACK and watch.hit and _keeps_forms(case):
+    if mode == R.FALLBACK and watch.entered and _keeps_forms(case):
         # a call of a form the backend keeps on gems under its gate: judged as gems' own
         out.reason = f"{why}; this call is of a form kept on gems"
     elif mode == R.FALLBACK:
         out.reason = why
-        if watch.hit:
+        if watch.entered:
             out.status, out.message = R.FAIL, "gated to ATen, but gems' implementation ran"
         elif failure:
             out.status, out.message = status_if_failed, f"on ATen: {failure}"
@@ -219,7 +219,7 @@ def _raises_as_aten(case: OpCase, sample: Sample, codes: frozenset[Any], aten_er
     except Exception as exc:  # noqa: BLE001 - compared with ATen's
         error = exc
     out.reason = why
-    if watch.hit:
+    if watch.entered:
         out.status, out.message = R.FAIL, "gated to ATen, but gems' implementation ran"
     elif type(error) is type(aten_error):
         out.status, out.message = R.FALLBACK, f"ATen raises on this sample here, under gems too: {_error(aten_error)}"

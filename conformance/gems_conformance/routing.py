@@ -1,11 +1,10 @@
 """Did gems' implementation of an overload run, or did the call reach ATen?
 
-The dispatcher gives no answer, so the suite watches for the Python function gems registered
-(or the backend's override of it) being entered, with a profile hook that removes itself on
-the first hit (cheap on the gems path; the ATen path runs no Python at all), and compares the
-counts of calls gems' dispatcher kernels answered (:func:`gems_core.dispatch.served_calls`,
-any thread) and the native layer replayed (:func:`gems_core.dispatch.native_hits`) before
-and after.
+The suite compares the counts of calls gems' dispatcher kernels answered
+(:func:`gems_core.dispatch.served_calls`, any thread) and the native layer replayed
+(:func:`gems_core.dispatch.native_hits`) before and after a block; a gated call is also
+watched for entering the Python function gems registered (or the backend's override of it),
+with a profile hook that removes itself on the first entry.
 """
 
 from __future__ import annotations
@@ -44,23 +43,30 @@ def implementations(overloads: Iterable[str]) -> dict[str, frozenset[CodeType]]:
 
 
 class RouteWatch:
-    """``with RouteWatch(codes) as watch: ...`` then ``watch.hit``: did a call inside the block
-    reach gems' implementation of an overload ``codes`` implement: its Python function was
-    entered on the watching thread (a profile hook that removes itself on the first hit), or
-    gems' dispatcher kernel answered a call of it on any thread (autograd runs a CUDA
-    backward on a thread of its own), or the native layer replayed a recipe recorded from it.
+    """``with RouteWatch(codes) as watch: ...`` then ``watch.hit``: did gems answer a call
+    inside the block of an overload ``codes`` implement (with a result, or an error it raised)?
+    Counted by gems' dispatcher kernels on any thread (autograd runs a CUDA backward on a
+    thread of its own) and by the native layer's replays. A call gems' function entered and
+    declined (it returned NotImplemented), which ATen then served, is not a hit: that is the
+    silent fallback a test of gems must fail on. ``watch.served`` is ``watch.hit``.
 
-    ``watch.served`` is stricter: gems answered a call (a result, or an error it raised),
-    counted by the dispatcher's kernels and the native layer; a call gems' function entered
-    and declined, which ATen then served, is not served."""
+    ``watch.entered`` is looser: gems' Python function was entered on the watching thread (a
+    profile hook that removes itself on the first entry), or a call was answered. A call the
+    backend gates to ATen must not even enter it. ``entries=False`` leaves the hook out
+    (``entered`` then means answered): nothing is paid per Python call of the block."""
 
-    def __init__(self, codes: Iterable[CodeType]) -> None:
+    def __init__(self, codes: Iterable[CodeType], entries: bool = True) -> None:
         self.codes = frozenset(codes)
+        self.entries = entries
+        self.entered = False
         self.hit = False
-        self.served = False
         self._previous: Any = None
         self._ops: frozenset[str] | None = None  # the overloads ``codes`` implement, once needed
         self._before = 0
+
+    @property
+    def served(self) -> bool:
+        return self.hit
 
     def _served(self) -> int:
         from gems_core.dispatch import native_hits, served_calls
@@ -77,17 +83,17 @@ class RouteWatch:
 
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call" and frame.f_code in self.codes:
-            self.hit = True
+            self.entered = True
             sys.setprofile(self._previous)
 
     def __enter__(self) -> RouteWatch:  # noqa: PYI034
         self._before = self._served()
         self._previous = sys.getprofile()
-        if self.codes:
+        if self.codes and self.entries:
             sys.setprofile(self._profile)
         return self
 
     def __exit__(self, *exc: object) -> None:
         sys.setprofile(self._previous)
         if self._served() > self._before:
-            self.served = self.hit = True
+            self.entered = self.hit = True

@@ -403,7 +403,8 @@ def check(case: SemanticCase, device: torch.device, profile: str = "full") -> Re
     watch = RouteWatch(frozenset().union(*judged.values()) if judged else frozenset())
     with watch, gems_core.use_gems():
         got, error = _outcome(call)
-    served = watch.hit  # gems' Python entered, or the native layer replayed its recipe
+    # a gated call must not even enter gems' function; another must be answered by gems
+    served = watch.entered if gated else watch.hit
     record.metrics = {"served_by": "gems" if served else "aten"}
     record.seconds = time.perf_counter() - start
     if aten_error is not None:

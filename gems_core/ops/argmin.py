@@ -51,10 +51,11 @@ def amin_out(self: torch.Tensor, dim: Sequence[int] = (), keepdim: bool = False,
 def _aminmax(x: torch.Tensor, dim: int | None, keepdim: bool, outs: tuple[Any, Any] = (None, None)) -> Any:
     if any(out is not None and out.dtype != x.dtype for out in outs):
         return NotImplemented  # ATen raises for mismatched out dtypes
-    if x.numel() == 0 or x.dtype.is_complex:
+    if x.dtype.is_complex or (x.numel() == 0 and (dim is None or not -x.dim() <= dim < x.dim()
+                                                    or x.shape[dim] == 0)):
         return NotImplemented  # ATen raises: a reduction over nothing has no minimum
     if dim is None and keepdim and x.device.type != "cpu":
-        return NotImplemented  # ATen's CPU kernel keeps the reduced dims here, its CUDA kernel does not
+        keepdim = False  # ATen's CPU kernel keeps the reduced dims here, its CUDA kernel does not
     dims = None if dim is None else (dim,)
     low = reduce_dims(x, dims, keepdim, MIN, False, x.dtype, outs[0], None)
     if low is NotImplemented:

@@ -5,9 +5,9 @@ Each is a matrix product of views, served by mm.py's kernels: ``dot(a, b)`` is t
 (1, K) x (K, 1) product, ``addmv`` the (M, K) x (K, 1) one with ``self`` as a broadcast
 (M, 1) bias, ``addr`` the rank-one (M, 1) x (1, N) one with ``self`` broadcast to (M, N).
 What those kernels decline (integer, bool and complex dtypes, mixed dtypes), arguments
-ATen rejects (shapes that do not match) and addmv of an empty matrix (whose result ATen
-shapes as ``self``) are handed to ATen, as are the dtypes the backend leaves mm's (addmm's)
-kernels out of.
+ATen rejects (shapes that do not match) are handed to ATen, as are the dtypes the backend
+leaves mm's (addmm's) kernels out of. addmv of an empty matrix is ``beta * self`` by the
+pointwise kernels, in ``self``'s shape as ATen gives it.
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ from typing import Any
 import torch
 
 from ..registry import aten_op
+from .arithmetic import mul
+from .factory import zeros
 from .kernel_gates import leaves_to_aten
 from .mm import addmm, addmm_out, mm, mm_out
+from .reduction import write_out
 
 
 def _vectors(self: torch.Tensor, other: torch.Tensor) -> bool:
@@ -70,11 +73,26 @@ def _add_product(bias: torch.Tensor | None, mat1: torch.Tensor, mat2: torch.Tens
     return result if result is NotImplemented else out
 
 
+def _empty_addmv(self: torch.Tensor, mat: torch.Tensor, beta: Any, out: torch.Tensor | None) -> Any:
+    """addmv of an empty matrix, as ATen computes it: zeros of (M,) where beta is 0 (``self``
+    ignored, NaN included), else ``beta * self`` in ``self``'s own shape (ATen resizes its
+    (M,) result to it)."""
+    if (_bias(self, (mat.shape[0],)) is None or self.dtype != mat.dtype or not mat.is_floating_point()
+            or mat.is_complex() or self.device != mat.device):
+        return NotImplemented  # ATen raises
+    if out is not None and (out.dtype != self.dtype or out.device != self.device):
+        return NotImplemented  # ATen raises
+    result = zeros((mat.shape[0],), dtype=self.dtype, device=self.device) if beta == 0 else mul(self, beta)
+    return result if out is None or result is NotImplemented else write_out(out, result)
+
+
 def _addmv(self: torch.Tensor, mat: torch.Tensor, vec: torch.Tensor, beta: Any, alpha: Any,
            out: torch.Tensor | None) -> Any:
-    if (mat.dim() != 2 or vec.dim() != 1 or mat.shape[1] != vec.shape[0] or mat.numel() == 0
+    if (mat.dim() != 2 or vec.dim() != 1 or mat.shape[1] != vec.shape[0] or vec.dtype != mat.dtype
             or leaves_to_aten("addmm", mat.dtype)):
-        return NotImplemented  # (ATen gives an empty product ``self``'s shape, warning)
+        return NotImplemented
+    if mat.numel() == 0:
+        return _empty_addmv(self, mat, beta, out)
     bias = _bias(self, (mat.shape[0],))
     bias = None if bias is None else bias.unsqueeze(1)
     return _add_product(bias, mat, vec.unsqueeze(1), beta, alpha, out, (mat.shape[0],))

@@ -4,7 +4,8 @@ downscaled) image, ``(*, C r^2, H, W) <-> (*, C, H r, W r)``.
 Both are one strided copy (gems' copy kernel): the input seen as 6 dims with the factor
 split out, permuted, written into the result seen the same way. The result has the input's
 memory format (channels_last stays channels_last), as ATen's. Factors or sizes ATen
-rejects, and empty inputs (whose shape ATen returns unchanged), are handed to it.
+rejects are handed to it. An empty input gives an empty result of the shuffled shape, except
+pixel_unshuffle's on the CPU: the input's own shape, as ATen's CPU kernel returns it.
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ from .copying import copy_into, may_overlap_itself, plain, spans_meet
 
 
 def _shuffled_shape(self: torch.Tensor, factor: int, up: bool) -> list[int] | None:
-    if not plain(self) or self.dim() < 3 or factor <= 0 or self.numel() == 0:
-        return None  # (ATen returns an empty input's own shape)
+    if not plain(self) or self.dim() < 3 or factor <= 0:
+        return None
     *lead, c, h, w = self.shape
     if up:
         return None if c % (factor * factor) else [*lead, c // (factor * factor), h * factor, w * factor]
-    return None if h % factor or w % factor else [*lead, c * factor * factor, h // factor, w // factor]
+    if h % factor or w % factor:
+        return None
+    if self.numel() == 0 and self.device.type == "cpu":
+        return list(self.shape)  # ATen's CPU kernel returns an empty input's shape unchanged
+    return [*lead, c * factor * factor, h // factor, w // factor]
 
 
 def _write(self: torch.Tensor, out: torch.Tensor, factor: int, up: bool) -> torch.Tensor:
@@ -50,9 +55,14 @@ def _shuffle(self: torch.Tensor, factor: int, up: bool, out: torch.Tensor | None
     if out is None:
         fmt = suggest_memory_format(self)
         out = torch.empty(shape, dtype=self.dtype, device=self.device, memory_format=fmt)
-    elif (not plain(out) or list(out.shape) != shape or out.dtype != self.dtype or out.device != self.device
-          or may_overlap_itself(out) or spans_meet(out, self)):
-        return NotImplemented
+    else:
+        if out.dtype != self.dtype or out.device != self.device or (list(out.shape) != shape and out.numel()):
+            return NotImplemented  # ATen raises, or resizes an out= that holds elements with a warning
+        out.resize_(shape)  # an empty out= of another shape: resized, as ATen does
+        if out.numel() and (not plain(out) or may_overlap_itself(out) or spans_meet(out, self)):
+            return NotImplemented
+    if out.numel() == 0:
+        return out
     try:
         return _write(self, out, factor, up)
     except RuntimeError:  # an out= whose strides cannot be seen as the 6 dims
