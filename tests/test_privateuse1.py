@@ -130,7 +130,7 @@ def conformance(site: Path, report: Path, *args: str, env: dict[str, str] | None
 def test_privateuse1_chip_passes_contract_and_accuracy(fakechip: tuple[Path, dict[str, str]],
                                                       tmp_path: Path) -> None:
     site, env = fakechip
-    data = conformance(site, tmp_path / "report", "--device", "fakechip", "--ops", "add,softmax,mm,sum",
+    data = conformance(site, tmp_path / "report", "--device", "fakechip", "--ops", "add,mm",
                        env={"GEMS_TEST_PRIVATEUSE1_BUILD": env["GEMS_TEST_PRIVATEUSE1_BUILD"]})
     assert not data["statement"]["emulated"]
     assert {r["status"] for r in data["records"] if r["op"] == "mm" and r["dtype"] == "bfloat16"} == {"FALLBACK"}
