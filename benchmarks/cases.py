@@ -244,3 +244,92 @@ HOST_CASES: list[Case] = [
     # a Llama prefill's q projection (2 x 512 tokens): on Hopper the NVIDIA backend's Gluon GEMM
     Case("linear 2x512x4096 -> 4096 bf16", "mm", _linear_inputs(2, 512, 4096, 4096), F.linear, busy=True),
 ]
+
+
+# -- breadth: sampling, indexing, scans, activation backward and the optimizer step -----------
+
+
+def _index_rows(rows: int, table: int, width: int, dtype: torch.dtype) -> Callable[[str], tuple[Any, ...]]:
+    """(a table of ``table`` rows, ``rows`` random row indices with repeats, their values)."""
+    return lambda d: (torch.randn(table, width, dtype=dtype, device=d),
+                      torch.randint(0, table, (rows,), device=d),
+                      torch.randn(rows, width, dtype=dtype, device=d))
+
+
+def _gather_inputs(rows: int, cols: int, picks: int) -> Callable[[str], tuple[Any, ...]]:
+    return lambda d: (torch.randn(rows, cols, device=d), torch.randint(0, cols, (rows, picks), device=d),
+                      torch.randn(rows, picks, device=d))
+
+
+#: which of ATen's AdamW steps the case calls: its fused kernel, or (a variant) its foreach ops
+_ADAMW = {"impl": "fused"}
+
+
+class _AdamWForeach:
+    """ATen's ``foreach`` AdamW step in place of its fused one, for the case's variant."""
+
+    def __enter__(self) -> None:
+        _ADAMW["impl"] = "foreach"
+
+    def __exit__(self, *exc: object) -> None:
+        _ADAMW["impl"] = "fused"
+
+
+def _adamw_inputs(d: str) -> tuple[Any, ...]:
+    """The float32 parameters of a 4-layer Llama-shaped model (hidden 2048, MLP 5632, vocab
+    32000; 76 tensors, 0.2 G elements) with gradients, and an AdamW over them each way."""
+    shapes = [(32000, 2048)] * 2 + [(2048,)]
+    for _ in range(4):
+        shapes += [(2048, 2048)] * 4 + [(5632, 2048)] * 2 + [(2048, 5632)] + [(2048,)] * 2
+    params = [torch.randn(s, device=d, requires_grad=True) for s in shapes]
+    for p in params:
+        p.grad = torch.randn_like(p) * 1e-3
+    opts = {impl: torch.optim.AdamW(params, lr=1e-4, **{impl: True}) for impl in ("fused", "foreach")}
+    return (opts, sum(p.numel() for p in params))
+
+
+def _adamw_step(opts: dict[str, Any], numel: int) -> None:
+    opts[_ADAMW["impl"]].step()
+
+
+CASES += [
+    Case("sort 4096x4096 fp32 stable", "sort", _rand((4096, 4096), torch.float32),
+         lambda x: torch.sort(x, -1, stable=True), lambda i: _nbytes(i[0]) * 3),
+    Case("sort 16x128256 fp32 descending (top-p)", "sort", _rand((16, 128256), torch.float32),
+         lambda x: torch.sort(x, -1, descending=True), lambda i: _nbytes(i[0]) * 3),
+    Case("argsort 8192x1024 bf16", "argsort", _rand((8192, 1024), torch.bfloat16),
+         lambda x: torch.argsort(x, -1), lambda i: _nbytes(i[0]) * 5),
+    Case("argmin 4096x32000 bf16", "argmin", _rand((4096, 32000), torch.bfloat16),
+         lambda x: torch.argmin(x, -1), lambda i: _nbytes(i[0])),
+    Case("amin 16384x4096 dim=-1 bf16", "amin", _rand((16384, 4096), torch.bfloat16),
+         lambda x: x.amin(-1), lambda i: _nbytes(i[0])),
+    Case("cumprod 4096x16384 fp32", "cumprod", _rand((4096, 16384), torch.float32),
+         lambda x: torch.cumprod(x, -1), _row_bytes),
+    Case("cummax 4096x16384 fp32", "cummax", _rand((4096, 16384), torch.float32),
+         lambda x: torch.cummax(x, -1), lambda i: _nbytes(i[0]) * 4),
+    Case("gather 4096x32000 -> 4096x1024 fp32", "gather", _gather_inputs(4096, 32000, 1024),
+         lambda x, idx, v: torch.gather(x, 1, idx), lambda i: 2 * _nbytes(i[2]) + _nbytes(i[1])),
+    Case("scatter_add 4096x1024 into 4096x32000 fp32", "scatter_add", _gather_inputs(4096, 32000, 1024),
+         lambda x, idx, v: x.scatter_add_(1, idx, v), lambda i: 2 * _nbytes(i[2]) + _nbytes(i[1])),
+    Case("index_put accumulate 16384 rows of 32000x1024 bf16", "index_put", _index_rows(16384, 32000, 1024,
+                                                                                   torch.bfloat16),
+         lambda t, idx, v: t.index_put_((idx,), v, accumulate=True), lambda i: 2 * _nbytes(i[2])),
+    Case("index_add 16384 rows of 32000x1024 fp32", "index_add", _index_rows(16384, 32000, 1024, torch.float32),
+         lambda t, idx, v: t.index_add_(0, idx, v), lambda i: 2 * _nbytes(i[2])),
+    Case("multinomial 16 of 16x128256 fp32", "multinomial",
+         lambda d: (torch.rand(16, 128256, device=d),),
+         lambda p: torch.multinomial(p, 1), lambda i: _nbytes(i[0])),
+    Case("where 64M fp32", "where",
+         lambda d: (torch.randn(M64, device=d) > 0, torch.randn(M64, device=d), torch.randn(M64, device=d)),
+         torch.where, lambda i: i[0].numel() * 13),
+    Case("clamp 64M bf16", "clamp", _rand((M64,), torch.bfloat16), lambda x: torch.clamp(x, -0.5, 0.5),
+         _unary_bytes),
+    Case("threshold_backward 64M bf16", "threshold_backward", _rand2((M64,), torch.bfloat16),
+         lambda g, x: torch.ops.aten.threshold_backward(g, x, 0.0), _binary_bytes),
+    Case("sigmoid_backward 64M bf16", "sigmoid_backward", _rand2((M64,), torch.bfloat16),
+         lambda g, y: torch.ops.aten.sigmoid_backward(g, y), _binary_bytes),
+    Case("mse_loss 16384x4096 fp32", "mse_loss", _rand2((16384, 4096), torch.float32), F.mse_loss,
+         lambda i: _nbytes(*i)),
+    Case("AdamW step, 4-layer Llama fp32 (0.2 G params)", "_fused_adamw_", _adamw_inputs, _adamw_step,
+         lambda i: 28 * i[1], aten_variants=lambda: {"foreach": _AdamWForeach}),
+]

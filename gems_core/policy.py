@@ -344,6 +344,7 @@ def build_policy(selection: Selection) -> Policy:
     host = selection.installed.get(selection.execution.host) if selection.emulated else None
     if host is not None and host.name != backend.name:
         deviations += _with_host(host, gates, reasons, keeps)
+    _derive_gates(gates, reasons)
     return Policy(
         configs=configs,
         gates={op: frozenset(d) for op, d in gates.items()},
@@ -357,6 +358,25 @@ def build_policy(selection: Selection) -> Policy:
         variants=_variants(backend, arch, problems),
         problems=tuple(problems.found),
     )
+
+
+#: packets gems computes with another packet's kernels (ops/blas_more.py: dot and vdot are
+#: products of views on mm's kernel, addmv and addr on addmm's): a backend's gate of the
+#: kernel's packet covers them too, so a gated dtype goes to ATen before gems' function is
+#: entered, as the backend asked, instead of being declined there
+BUILT_ON = {"dot": "mm", "vdot": "mm", "addmv": "addmm", "addr": "addmm"}
+
+
+def _derive_gates(gates: dict[str, set[str]], reasons: dict[str, str]) -> None:
+    """Extend the gates of the packets in :data:`BUILT_ON` to the packets built on them, in place."""
+    for derived, base in BUILT_ON.items():
+        if base not in gates:
+            continue
+        mine = gates.get(derived)
+        whole = not gates[base] or (mine is not None and not mine)
+        gates[derived] = set() if whole else (mine or set()) | gates[base]
+        reasons.setdefault(derived, f"computed by {base}'s kernels, which the backend gates: "
+                                    f"{reasons.get(base) or 'gated'}")
 
 
 def _with_host(host: Any, gates: dict[str, set[str]], reasons: dict[str, str],

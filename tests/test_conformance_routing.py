@@ -15,6 +15,7 @@ from gems_conformance.accuracy import check_case, check_sample, route
 from gems_conformance.cases import all_cases
 from gems_conformance.routing import implementations
 
+import gems_core
 from gems_core import runtime
 from gems_core.contract import Deviation, OpGate
 from gems_core.policy import _with_host, build_policy
@@ -83,7 +84,7 @@ def test_a_sample_only_the_devices_aten_refuses_is_judged_by_the_reference(monke
     # the CPU stands in for the device: the host copy is the same tensors
     monkeypatch.setattr(accuracy, "_to_host", lambda value: value)
     case = dataclasses.replace(base, call=refuses_on_the_device)
-    sample = next(iter(case.samples(torch.float32, torch.device("cpu"), "quick")))
+    sample = next(iter(case.samples(torch.float32, torch.device(gems_core.device), "quick")))
     codes = frozenset().union(*implementations(case.aten).values())
     passed = check_sample(case, sample, 0, "float32", "run", "", codes)
     assert passed.status == R.PASS and passed.served_by == "gems", (passed.status, passed.message)
@@ -165,11 +166,10 @@ def test_a_watch_sees_calls_gems_answers_on_any_thread() -> None:
 
     from gems_conformance.routing import RouteWatch
 
-    import gems_core
 
     codes = frozenset().union(*implementations(["add.Tensor"]).values())
     g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(3, 5, generator=g), torch.randn(3, 5, generator=g)
+    x, y = (torch.randn(3, 5, generator=g).to(gems_core.device) for _ in range(2))
     results = []
     with RouteWatch(codes) as watch, gems_core.use_gems():
         worker = threading.Thread(target=lambda: results.append(torch.add(x, y, alpha=2)))
@@ -181,8 +181,22 @@ def test_a_watch_sees_calls_gems_answers_on_any_thread() -> None:
         pass
     assert not watch.hit and not watch.entered
     # complex numbers: gems' add declines, ATen adds
-    a = torch.randn(4, generator=g, dtype=torch.complex64)
+    a = torch.randn(4, generator=g, dtype=torch.complex64).to(gems_core.device)
     with RouteWatch(codes) as watch, gems_core.use_gems():
         got = a + a
     assert watch.entered and not watch.hit and not watch.served
     assert torch.equal(got, a * 2)
+
+
+def test_a_gate_of_mm_or_addmm_covers_the_vector_products_built_on_them() -> None:
+    """dot and vdot run on mm's kernel, addmv and addr on addmm's: a backend's gate of the
+    kernel's packet sends them to ATen before gems' function is entered (the CPU backend's
+    bfloat16 gate; NVIDIA's float32 one, under emulation), with the reason said."""
+    cpu = build_policy(select({"GEMS_DEVICE": "cpu"}))
+    for op in ("dot", "vdot.default", "addmv.out", "addr"):
+        assert cpu.leaves_to_aten(op, "bfloat16") and not cpu.leaves_to_aten(op, "float32"), op
+    assert "mm's kernels" in cpu.gate_reasons["dot"] and "bf16" in cpu.gate_reasons["dot"]
+    pytest.importorskip("gems_backend_nvidia")
+    nvidia = build_policy(select({"GEMS_DEVICE": "nvidia", "GEMS_EMULATE": "1"}))
+    for op in ("dot", "vdot", "addmv", "addr.out"):
+        assert nvidia.leaves_to_aten(op, "float32") and not nvidia.leaves_to_aten(op, "float16"), op

@@ -61,6 +61,4 @@ def gems_unsupported_ops() -> list[OpGate]:
         OpGate("bmm", ("bfloat16",), reason=_BF16_DOT),
         OpGate("baddbmm", ("bfloat16",), reason=_BF16_DOT),
         OpGate("scaled_dot_product_attention", ("bfloat16",), reason=_BF16_DOT),
-        # the vector products are matrix products of views (ops/blas_more.py)
-        *(OpGate(op, ("bfloat16",), reason=_BF16_DOT) for op in ("dot", "vdot", "addmv", "addr")),
     ]

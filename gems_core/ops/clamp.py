@@ -2,8 +2,7 @@
 each with out= and in-place overloads.
 
 As in ATen: the result has the promoted dtype of the input and the bounds given; a NaN in the
-input or in a bound gives NaN (a NaN number bound gives NaN on the CPU; on other devices
-it is ignored, as ATen's CUDA kernel ignores it); min > max gives max everywhere. A number bound that does not
+input or in a bound (a number bound included) gives NaN; min > max gives max everywhere. A number bound that does not
 fit the result dtype (300 for int8, 1e6 for fp16) and a bool result (except of one tensor
 bound) are errors in ATen, so those calls go there and raise ATen's message.
 """
@@ -63,10 +62,6 @@ def _fits(value: Any, dtype: torch.dtype) -> bool:
     return info.min <= value <= info.max
 
 
-def _is_nan(value: Any) -> bool:
-    return isinstance(value, float) and math.isnan(value)
-
-
 def _select(self: torch.Tensor, lo: Any, hi: Any) -> tuple[PointwiseOp, tuple[Any, ...]] | None:
     """The kernel and operands for the bounds given (None: both missing, ATen raises)."""
     if lo is None and hi is None:
@@ -80,11 +75,6 @@ def _select(self: torch.Tensor, lo: Any, hi: Any) -> tuple[PointwiseOp, tuple[An
 
 def _plan(self: torch.Tensor, lo: Any, hi: Any, numbers: bool) -> tuple[PointwiseOp, tuple[Any, ...], torch.dtype] | None:
     """(kernel, operands, result dtype), or None for a call ATen must serve."""
-    if numbers and self.device.type != "cpu":
-        # ATen's CPU kernel returns NaN for a NaN number bound; its CUDA kernel ignores the
-        # bound (max(x, NaN) is x there), as an infinite one is ignored
-        lo = -math.inf if _is_nan(lo) else lo
-        hi = math.inf if _is_nan(hi) else hi
     chosen = _select(self, lo, hi)
     if chosen is None:
         return None

@@ -2,10 +2,11 @@
 downscaled) image, ``(*, C r^2, H, W) <-> (*, C, H r, W r)``.
 
 Both are one strided copy (gems' copy kernel): the input seen as 6 dims with the factor
-split out, permuted, written into the result seen the same way. The result has the input's
-memory format (channels_last stays channels_last), as ATen's. Factors or sizes ATen
+split out, permuted, written into the result seen the same way. The result's memory format
+is ATen's: the input's on the CPU (channels_last stays channels_last), contiguous on other
+devices (ATen's CUDA kernel writes a contiguous result). Factors or sizes ATen
 rejects are handed to it. An empty input gives an empty result of the shuffled shape, except
-pixel_unshuffle's on the CPU: the input's own shape, as ATen's CPU kernel returns it.
+pixel_unshuffle's: the input's own shape, as ATen returns it.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ def _shuffled_shape(self: torch.Tensor, factor: int, up: bool) -> list[int] | No
         return None if c % (factor * factor) else [*lead, c // (factor * factor), h * factor, w * factor]
     if h % factor or w % factor:
         return None
-    if self.numel() == 0 and self.device.type == "cpu":
-        return list(self.shape)  # ATen's CPU kernel returns an empty input's shape unchanged
+    if self.numel() == 0:
+        return list(self.shape)  # ATen returns an empty input's shape unchanged
     return [*lead, c * factor * factor, h // factor, w // factor]
 
 
@@ -53,7 +54,8 @@ def _shuffle(self: torch.Tensor, factor: int, up: bool, out: torch.Tensor | None
     if shape is None:
         return NotImplemented
     if out is None:
-        fmt = suggest_memory_format(self)
+        # channels_last stays channels_last on the CPU; ATen's other kernels write contiguous
+        fmt = suggest_memory_format(self) if self.device.type == "cpu" else torch.contiguous_format
         out = torch.empty(shape, dtype=self.dtype, device=self.device, memory_format=fmt)
     else:
         if out.dtype != self.dtype or out.device != self.device or (list(out.shape) != shape and out.numel()):
