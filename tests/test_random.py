@@ -244,6 +244,28 @@ def test_multinomial_without_replacement() -> None:
     assert bool(((first - probs.double()).abs() <= 5 * torch.sqrt(probs * (1 - probs) / 400) + 1e-12).all())
 
 
+def test_one_multinomial_draw_per_row_follows_the_weights() -> None:
+    """One draw (a sampling step's call): a short row, every row of an expanded batch, and long
+    rows whose categories are split among programs (chunks of 1024 columns) all draw each
+    category in proportion to its weight, never a zero one; the 1-d form gives one index."""
+    torch.manual_seed(11)
+    short = torch.tensor([0.1, 0.0, 0.6, 0.3])
+    long = torch.zeros(2500)
+    long[[3, 1500, 2499]] = torch.tensor([0.2, 0.5, 0.3])  # in the first, second and last chunk
+    for probs, rows, hot in ((short, 240, [0, 2, 3]), (long, 60, [3, 1500, 2499])):
+        with gems_served("multinomial"):
+            draws = torch.multinomial(probs.expand(rows, -1), 1)
+        assert draws.shape == (rows, 1) and draws.dtype == torch.int64
+        freq = torch.bincount(draws[:, 0], minlength=probs.numel()).double() / rows
+        p = probs.double() / probs.sum()
+        assert set(torch.nonzero(freq).flatten().tolist()) <= set(hot)
+        bound = 5 * torch.sqrt(p * (1 - p) / rows) + 1e-12
+        assert bool(((freq - p).abs() <= bound).all())
+    with gems_served("multinomial"):
+        one = torch.multinomial(torch.tensor([0.0, 2.0, 0.0]), 1, replacement=True)
+    assert one.shape == (1,) and one.item() == 1
+
+
 @pytest.mark.skipif(torch.device(gems_core.device).type != "cpu",
                     reason="ATen's CUDA multinomial reports invalid probabilities with a device-side assert, "
                            "which ends the process's use of the GPU")

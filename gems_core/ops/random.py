@@ -175,6 +175,55 @@ def _multinomial_kernel(
     tl.store(out_ptr + row * S + samples, choice.to(tl.int64), mask=samples < S)
 
 
+@triton.jit
+def _race_part(w_ptr, cols, C, u, best, bad):
+    """One quarter of a race step: (the best packed (key, column) so far, the invalid flags)."""
+    mask = cols < C
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    bad |= (mask & ((w < 0) | (w != w) | (w == float("inf")))).to(tl.int32)
+    key = w / -tl.log(u)  # E = -log(u) ~ Exp(1), u in [0, 1): E in (0, inf]
+    # a key >= 0 orders as its float32 bits; the low word prefers the first column on ties
+    packed = (key.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (0x7FFFFFFF - cols).to(tl.int64)
+    return tl.maximum(best, tl.where(mask & (w > 0), packed, -1)), bad
+
+
+@triton.jit(do_not_specialize=["seed_lo", "seed_hi", "offset_lo", "offset_hi"])
+def _race_kernel(
+    w_ptr,  # (M, C), columns contiguous
+    packed_ptr,  # (M + 1,) int64, -1 at first: each row's best packed key, then the invalid flag
+    M, C, stride, chunk,  # chunk: the columns of one program, a multiple of 4 * QUARTER
+    seed_lo, seed_hi, offset_lo, offset_hi,
+    QUARTER: tl.constexpr,
+):
+    # one draw per row as the exponential race: the category with the largest w / E, E ~ Exp(1)
+    row = tl.program_id(0).to(tl.int64)
+    first = tl.program_id(1).to(tl.int64) * chunk
+    q = tl.arange(0, QUARTER)
+    base = w_ptr + row * stride
+    best = tl.full((QUARTER,), -1, tl.int64)
+    bad = tl.zeros((QUARTER,), tl.int32)
+    counters = row * ((C + 3) // 4)  # one Philox counter gives four values
+    for start in range(first, tl.minimum(first + chunk, C), 4 * QUARTER):
+        u0, u1, u2, u3 = _uniform4(seed_lo, seed_hi, offset_lo, offset_hi, counters + start // 4 + q)
+        cols = start + q
+        best, bad = _race_part(base, cols, C, u0, best, bad)
+        best, bad = _race_part(base, cols + QUARTER, C, u1, best, bad)
+        best, bad = _race_part(base, cols + 2 * QUARTER, C, u2, best, bad)
+        best, bad = _race_part(base, cols + 3 * QUARTER, C, u3, best, bad)
+    tl.atomic_max(packed_ptr + row, tl.max(best, 0))
+    tl.atomic_max(packed_ptr + M, tl.max(bad, 0).to(tl.int64))
+
+
+@triton.jit
+def _race_result_kernel(packed_ptr, out_ptr, M, BLOCK: tl.constexpr):
+    # each row's column from its packed key; a row with no positive weight is invalid
+    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = rows < M
+    packed = tl.load(packed_ptr + rows, mask=mask, other=0)
+    tl.store(out_ptr + rows, 0x7FFFFFFF - (packed & 0xFFFFFFFF), mask=mask)
+    tl.atomic_max(packed_ptr + M, tl.max((mask & (packed < 0)).to(tl.int64), 0))
+
+
 @pointwise(kind="DEFAULT", promote=(0,), extras=("scale",))
 @triton.jit
 def _masked_scale(grad, mask, scale):
@@ -185,6 +234,33 @@ def _masked_scale(grad, mask, scale):
 _fill = LaunchCache(_fill_kernel, name="random_fill")
 _dropout = LaunchCache(_dropout_kernel, name="dropout")
 _multinomial = LaunchCache(_multinomial_kernel, name="multinomial")
+_race = LaunchCache(_race_kernel, name="multinomial_race")
+_race_result = LaunchCache(_race_result_kernel, name="multinomial_race_result")
+_QUARTER = 256  # columns per quarter of a race step (a step draws four quarters)
+
+
+def _one_draw(rows: torch.Tensor, generator: Any) -> torch.Tensor | None:
+    """One category per row of the weights ``rows`` (M, C) by the exponential race, as an
+    (M, 1) int64 tensor: one pass over the weights, split among programs that fill the chip,
+    and one read back of a flag; None where a weight is negative, infinite or NaN or a row
+    has no positive weight (ATen raises its error)."""
+    from .. import runtime
+    from .factory import fill_tensor
+
+    m, c = rows.shape
+    rows = rows if rows.stride(-1) == 1 else rows.contiguous()
+    step = 4 * _QUARTER
+    programs = 4 * runtime.compute_units(rows.device.type, rows.device.index)
+    splits = max(1, min(cdiv(c, step), cdiv(programs, m)))
+    chunk = cdiv(cdiv(c, splits), step) * step
+    packed = torch.empty(m + 1, dtype=torch.int64, device=rows.device)
+    fill_tensor(packed, -1)
+    state = philox_state(rows.device, m * cdiv(c, 4) * 4, generator)
+    _race((m, cdiv(c, chunk)), rows, packed, m, c, rows.stride(0), chunk, *state, QUARTER=_QUARTER)
+    out = torch.empty((m, 1), dtype=torch.int64, device=rows.device)
+    block = min(1024, next_power_of_2(m))
+    _race_result((cdiv(m, block),), packed, out, m, BLOCK=block)
+    return None if int(packed[m]) > 0 else out
 
 
 def philox_state(device: torch.device, counters: int, generator: torch.Generator | None) -> tuple[int, ...]:
@@ -313,13 +389,21 @@ def normal_tensor_tensor(mean: torch.Tensor, std: torch.Tensor, *, generator: An
 @aten_op("multinomial", native=False)
 def multinomial(self: torch.Tensor, num_samples: int, replacement: bool = False, *, generator: Any = None) -> Any:
     """Category indices drawn from the rows of ``self`` (weights, not necessarily normalized).
-    With replacement: inverse CDF. Without: the ``num_samples`` largest w / E, E ~ Exp(1)
-    (the exponential race), in that order. Invalid weights go to ATen, which raises."""
+    One draw (the sampling step of a generation): the exponential race, argmax of w / E with
+    E ~ Exp(1), fused into one pass. More with replacement: inverse CDF. Without: the
+    ``num_samples`` largest w / E, in that order. Invalid weights go to ATen, which raises."""
     if self.dim() not in (1, 2) or self.dtype not in _FLOATS or num_samples <= 0:
         return NotImplemented
     rows = self if self.dim() == 2 else self.unsqueeze(0)
     m, c = rows.shape
-    if m == 0 or c == 0 or not bool(torch.isfinite(rows).all()) or bool((rows < 0).any()):
+    if m == 0 or c == 0:
+        return NotImplemented
+    if num_samples == 1:  # (with or without replacement, one draw is the same)
+        out = _one_draw(rows, generator)
+        if out is None:
+            return NotImplemented
+        return out if self.dim() == 2 else out.view(1)
+    if not bool(torch.isfinite(rows).all()) or bool((rows < 0).any()):
         return NotImplemented
     if bool((rows.sum(-1) <= 0).any()):
         return NotImplemented
