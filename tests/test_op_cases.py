@@ -1,9 +1,10 @@
 """Every op case of the conformance suite against ATen in float64, on the selected backend.
 
 The shapes are the suite's quick profile (small: the CPU interpreter is slow), every sample
-for a case's first dtype and one of each sample class for its others; a case that is another
-form of an op (out=, through autograd, a backward's grad_input=) runs its first dtype only,
-as the op's own cases run its kernels in every dtype. Set GEMS_TEST_PROFILE=full on a GPU
+for a case's first dtype and, for its others, the first sample and the first of the classes
+whose values depend on the dtype (:func:`chosen`); a case that is another form of an op
+(out=, through autograd, a backward's grad_input=) runs its first dtype only, as the op's
+own cases run its kernels in every dtype. Set GEMS_TEST_PROFILE=full on a GPU
 for the full profile, every sample of every case in every dtype. Gems must answer each call
 (one of the case's overloads served by gems' implementation, not entered and handed back to
 ATen), except where the backend gates them to ATen, when it must not enter it."""
@@ -46,17 +47,25 @@ PARAMS = [
 SAME_KERNELS = ("_out", "_grad_input")
 
 
+#: the sample classes whose values depend on the dtype: every dtype runs their first sample
+BY_VALUE = ("0-d", "special")
+
+
 def chosen(case, dtype: torch.dtype, samples: list) -> list:
-    """The samples a test runs. In the quick profile a case's first dtype runs every sample
-    and its other dtypes the first sample of each class (contiguous, transposed, broadcast,
-    empty, 0-d, special, ...): every class in every dtype, at about a quarter less of the
-    interpreter's time (the suite's CI runs on two cores). An out= or grad_input= form runs
-    the first sample of each class in every dtype, as the op's own case (or its autograd
-    case) runs every sample through the same kernels. The full profile runs every sample."""
+    """The samples a test runs. In the quick profile a case's first dtype runs every sample;
+    its other dtypes run the first sample and the first of each class whose values meet the
+    dtype (a 0-d operand's promotion; NaN, infinities, -0.0 and the dtype's limits), as the
+    layouts (transposed, strided, expanded, broadcast, empty, ...) are addressing the first
+    dtype checks. An out= or grad_input= form runs the first sample of each class, as the
+    op's own case (or its autograd case) runs every sample through the same kernels. The
+    suite's CI runs on two cores; the full profile runs every sample."""
     if PROFILE != "quick" or (dtype == case.dtypes[0] and not case.name.endswith(SAME_KERNELS)):
         return samples
     seen: set[str] = set()
-    return [s for s in samples if not (s.label in seen or seen.add(s.label))]
+    firsts = [s for s in samples if not (s.label in seen or seen.add(s.label))]
+    if dtype == case.dtypes[0]:
+        return firsts
+    return [s for k, s in enumerate(firsts) if k == 0 or s.label in BY_VALUE]
 
 
 @pytest.mark.parametrize("name,dtype", PARAMS)

@@ -33,7 +33,9 @@ def _pad_samples(dims: int) -> Callable[[torch.dtype, torch.device | str, str], 
 
     def generate(dtype: torch.dtype, device: torch.device | str, profile: str) -> Iterator[Sample]:
         shape = SHAPES[profile][:2] + SHAPES[profile][5 - dims:]
-        layouts = list(samples.layouts(shape, dtype, device, seed=dims))
+        # the quick profile's 3-d inputs: contiguous and channels_last only (every dims' op
+        # runs one kernel, which the 1-d and 2-d ops drive through every layout)
+        layouts = list(samples.layouts(shape, dtype, device, seed=dims))[:1 if dims == 3 and profile == "quick" else None]
         if dims > 1:
             fmt = torch.channels_last if dims == 2 else torch.channels_last_3d
             layouts.append(("channels_last", samples.make_tensor(shape, dtype, device, 9).contiguous(memory_format=fmt)))
