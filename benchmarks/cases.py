@@ -294,7 +294,7 @@ def _adamw_step(opts: dict[str, Any], numel: int) -> None:
 
 CASES += [
     Case("sort 4096x4096 fp32 stable", "sort", _rand((4096, 4096), torch.float32),
-         lambda x: torch.sort(x, -1, stable=True), lambda i: _nbytes(i[0]) * 3),
+         lambda x: torch.sort(x, dim=-1, stable=True), lambda i: _nbytes(i[0]) * 3),
     Case("sort 16x128256 fp32 descending (top-p)", "sort", _rand((16, 128256), torch.float32),
          lambda x: torch.sort(x, -1, descending=True), lambda i: _nbytes(i[0]) * 3),
     Case("argsort 8192x1024 bf16", "argsort", _rand((8192, 1024), torch.bfloat16),
