@@ -32,6 +32,9 @@ class Case:
     bytes: Callable[[tuple[Any, ...]], int] = lambda inputs: 0
     flops: Callable[[tuple[Any, ...]], float] | None = None
     aten_variants: Callable[[], dict[str, Any]] | None = None
+    #: the overloads whose answers by gems mean it served the case (default: those whose
+    #: names hold ``op``; a composite such as cross_entropy names the ops it runs)
+    gems_ops: tuple[str, ...] = ()
     #: host cases: time a call's issue while the GPU is held busy (a sleep kernel queued
     #: first), for calls whose kernels outlast their host path
     busy: bool = False
@@ -212,7 +215,7 @@ CASES += [
            _sdpa_inputs(8, 32, 8, 1, kv), _sdpa_decode, _sdpa_bytes, aten_variants=sdpa_backends)
       for kv in (512, 2048, 8192)],
     Case("cross_entropy 4096x128256 bf16", "cross_entropy", _targets(4096, 128256),
-         F.cross_entropy, lambda i: _nbytes(i[0])),
+         F.cross_entropy, lambda i: _nbytes(i[0]), gems_ops=("_log_softmax", "nll_loss_forward")),
     Case("embedding 8192 of 128256x4096 bf16", "embedding",
          lambda d: (torch.randint(0, 128256, (8192,), device=d),
                     torch.randn(128256, 4096, dtype=torch.bfloat16, device=d)),
@@ -297,7 +300,9 @@ CASES += [
          lambda x: torch.sort(x, dim=-1, stable=True), lambda i: _nbytes(i[0]) * 3),
     Case("sort 16x128256 fp32 descending (top-p)", "sort", _rand((16, 128256), torch.float32),
          lambda x: torch.sort(x, -1, descending=True), lambda i: _nbytes(i[0]) * 3),
-    Case("argsort 8192x1024 bf16", "argsort", _rand((8192, 1024), torch.bfloat16),
+    Case("sort 65536x256 fp32 stable", "sort", _rand((65536, 256), torch.float32),
+         lambda x: torch.sort(x, dim=-1, stable=True), lambda i: _nbytes(i[0]) * 3),
+    Case("argsort 16384x512 bf16", "sort", _rand((16384, 512), torch.bfloat16),
          lambda x: torch.argsort(x, -1), lambda i: _nbytes(i[0]) * 5),
     Case("argmin 4096x32000 bf16", "argmin", _rand((4096, 32000), torch.bfloat16),
          lambda x: torch.argmin(x, -1), lambda i: _nbytes(i[0])),

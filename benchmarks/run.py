@@ -107,13 +107,13 @@ def aten_timings(case, inputs) -> dict[str, float]:  # type: ignore[no-untyped-d
     return timings
 
 
-def served_count() -> int:
-    """Calls gems has answered in this process, every op counted (its Python kernels and the
-    native layer's replays)."""
+def served_count(case) -> int:  # type: ignore[no-untyped-def]
+    """Calls gems has answered in this process (its Python kernels and the native layer's
+    replays) of the case's overloads: ``case.gems_ops``, else those whose names hold its op."""
     from gems_core import registry
     from gems_core.dispatch import native_hits, served_calls
 
-    ops = list(registry.all_impls())
+    ops = list(case.gems_ops) or [name for name in registry.all_impls() if case.op in name]
     return served_calls(ops) + native_hits(ops)
 
 
@@ -129,13 +129,13 @@ def run_kernels(device: str, only: set[str] | None, rounds: int = 2,
             continue
         try:
             inputs = case.make(device)
-            answered = served_count()
+            answered = served_count(case)
             with gems_core.use_gems():
                 first = time.perf_counter()
                 case.fn(*inputs)
                 torch.cuda.synchronize()
                 first_ms = (time.perf_counter() - first) * 1e3
-            served = served_count() > answered
+            served = served_count(case) > answered
             # ATen and gems in alternating rounds, the best round of each: a GPU that heats
             # up over a case (the large products draw full power) would otherwise penalize
             # whichever side is measured second
@@ -159,8 +159,8 @@ def run_kernels(device: str, only: set[str] | None, rounds: int = 2,
             "aten_gbps": moved / aten_ms / 1e6 if moved else None,
             "aten_variants_ms": aten if len(aten) > 1 else None,
             "aten_best": min(aten, key=aten.get),
-            # whether gems answered any call of the case (a gated or declined op runs on ATen,
-            # and its ratio then compares ATen with itself)
+            # whether gems answered a call of the case's op (a gated or declined op runs on
+            # ATen, and its ratio then compares ATen with itself)
             "served": served,
         }
         row["gems_pct_copy"] = 100 * row["gems_gbps"] / peak if moved else None

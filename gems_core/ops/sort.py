@@ -9,7 +9,9 @@ index order: every sort is stable. One program sorts one row through the bitonic
 the input by index) and the indices.
 
 Rows longer than ``MAX_ROW`` entries, and 64-bit dtypes (whose order does not fit in the
-key's 32 high bits), go to ATen.
+key's 32 high bits), go to ATen. The network's cost grows with the row it holds: on an H100
+(sorting 8 M elements in rows of n, float32 and bfloat16) gems took 0.18-0.66x ATen's time
+for n = 128 to 512, and 1.5-3.3x for n = 1024 to 4096, where ATen's segmented sort wins.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from .indexing import wrap_dim
 from .masked import write_out
 from .topk import _KEYED, _topk
 
-#: the longest row one program sorts (its keys live in registers)
-MAX_ROW = 4096
+#: the longest row one program sorts (its keys live in registers; longer rows are faster on ATen)
+MAX_ROW = 512
 _SORTABLE = (*_KEYED, torch.bool)  # bool through its bytes
 
 
