@@ -193,6 +193,7 @@ def _race_kernel(
     packed_ptr,  # (M + 1,) int64, -1 at first: each row's best packed key, then the invalid flag
     M, C, stride, chunk,  # chunk: the columns of one program, a multiple of 4 * QUARTER
     seed_lo, seed_hi, offset_lo, offset_hi,
+    CHECK: tl.constexpr,  # assert valid weights on the device instead of raising the flag
     QUARTER: tl.constexpr,
 ):
     # one draw per row as the exponential race: the category with the largest w / E, E ~ Exp(1)
@@ -211,17 +212,23 @@ def _race_kernel(
         best, bad = _race_part(base, cols + 2 * QUARTER, C, u2, best, bad)
         best, bad = _race_part(base, cols + 3 * QUARTER, C, u3, best, bad)
     tl.atomic_max(packed_ptr + row, tl.max(best, 0))
-    tl.atomic_max(packed_ptr + M, tl.max(bad, 0).to(tl.int64))
+    if CHECK:
+        tl.device_assert(tl.max(bad, 0) == 0, "multinomial: probability tensor contains either inf, nan or element < 0")
+    else:
+        tl.atomic_max(packed_ptr + M, tl.max(bad, 0).to(tl.int64))
 
 
 @triton.jit
-def _race_result_kernel(packed_ptr, out_ptr, M, BLOCK: tl.constexpr):
+def _race_result_kernel(packed_ptr, out_ptr, M, CHECK: tl.constexpr, BLOCK: tl.constexpr):
     # each row's column from its packed key; a row with no positive weight is invalid
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = rows < M
     packed = tl.load(packed_ptr + rows, mask=mask, other=0)
     tl.store(out_ptr + rows, 0x7FFFFFFF - (packed & 0xFFFFFFFF), mask=mask)
-    tl.atomic_max(packed_ptr + M, tl.max((mask & (packed < 0)).to(tl.int64), 0))
+    if CHECK:
+        tl.device_assert((packed >= 0) | ~mask, "multinomial: invalid distribution (sum of probabilities <= 0)")
+    else:
+        tl.atomic_max(packed_ptr + M, tl.max((mask & (packed < 0)).to(tl.int64), 0))
 
 
 @pointwise(kind="DEFAULT", promote=(0,), extras=("scale",))
@@ -241,11 +248,14 @@ _QUARTER = 256  # columns per quarter of a race step (a step draws four quarters
 
 def _one_draw(rows: torch.Tensor, generator: Any) -> torch.Tensor | None:
     """One category per row of the weights ``rows`` (M, C) by the exponential race, as an
-    (M, 1) int64 tensor: one pass over the weights, split among programs that fill the chip,
-    and one read back of a flag; None where a weight is negative, infinite or NaN or a row
-    has no positive weight (ATen raises its error)."""
+    (M, 1) int64 tensor: one pass over the weights, split among programs that fill the chip.
+    A weight that is negative, infinite or NaN, or a row with no positive weight, is an
+    assertion on the device where indices are checked there (as ATen's CUDA kernels assert:
+    no host synchronization); elsewhere a flag read back gives None, and ATen raises its
+    error."""
     from .. import runtime
     from .factory import fill_tensor
+    from .indexing import device_check_options, host_checks_indices
 
     m, c = rows.shape
     rows = rows if rows.stride(-1) == 1 else rows.contiguous()
@@ -256,11 +266,13 @@ def _one_draw(rows: torch.Tensor, generator: Any) -> torch.Tensor | None:
     packed = torch.empty(m + 1, dtype=torch.int64, device=rows.device)
     fill_tensor(packed, -1)
     state = philox_state(rows.device, m * cdiv(c, 4) * 4, generator)
-    _race((m, cdiv(c, chunk)), rows, packed, m, c, rows.stride(0), chunk, *state, QUARTER=_QUARTER)
+    host = host_checks_indices(rows.device)
+    check: dict[str, Any] = {"CHECK": not host, "options": {} if host else device_check_options({})}
+    _race((m, cdiv(c, chunk)), rows, packed, m, c, rows.stride(0), chunk, *state, QUARTER=_QUARTER, **check)
     out = torch.empty((m, 1), dtype=torch.int64, device=rows.device)
     block = min(1024, next_power_of_2(m))
-    _race_result((cdiv(m, block),), packed, out, m, BLOCK=block)
-    return None if int(packed[m]) > 0 else out
+    _race_result((cdiv(m, block),), packed, out, m, BLOCK=block, **check)
+    return None if host and int(packed[m]) > 0 else out
 
 
 def philox_state(device: torch.device, counters: int, generator: torch.Generator | None) -> tuple[int, ...]:
