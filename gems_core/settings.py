@@ -95,6 +95,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "torch, direct or triton: how compiled kernels are launched (default: first that applies)"),
     Setting("GEMS_CHECK_INDICES", "device", _choice("device", "host"),
             "host: check indices on the host, synchronously, also on accelerators"),
+    Setting("GEMS_INTERPRETER_OVERFLOW_CHECKS", "0", _flag,
+            "1: Triton's interpreter checks every 32-bit integer operation for overflow (off, as "
+            "compiled kernels are without debug: the check took two thirds of a small kernel's time)"),
     Setting("GEMS_MM_TMA", "auto", _choice("auto", "force", "off", **dict.fromkeys(_TRUE, "auto"), **_OFF),
             "0: no TMA matrix-product kernel; force: take it for every product it can serve"),
     Setting("GEMS_KERNEL_VARIANTS", "1", _flag,

@@ -76,3 +76,29 @@ def test_a_runtime_loop_bound_runs_in_an_interpreter_that_converts_with_int() ->
                           check=False, env={**os.environ, "GEMS_DEVICE": "cpu"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("ok")
+
+
+@pytest.mark.skipif(gems_core.device != "cpu", reason="the CPU backend's interpreter")
+def test_overflow_checks_are_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interpreter's check of every 32-bit integer operation for overflow (compiled
+    kernels have it only with debug) is off on the CPU backend; GEMS_INTERPRETER_OVERFLOW_CHECKS=1
+    turns it on, and a kernel still runs right under it."""
+    import torch
+    from triton.runtime import interpreter
+
+    from gems_core import compat
+
+    gems_core.runtime.current()
+    assert interpreter.interpreter_builder.options.sanitize_overflow is False
+    monkeypatch.setenv("GEMS_INTERPRETER_OVERFLOW_CHECKS", "1")
+    compat._interpreter_overflow_checks()
+    try:
+        assert interpreter.interpreter_builder.options.sanitize_overflow is True
+        x = torch.arange(12, dtype=torch.float32).view(3, 4)
+        with gems_core.use_gems(include=["sum"]):
+            got = x.sum(1)
+        assert torch.equal(got, x.double().sum(1).float())
+    finally:
+        monkeypatch.delenv("GEMS_INTERPRETER_OVERFLOW_CHECKS")
+        compat._interpreter_overflow_checks()
+    assert interpreter.interpreter_builder.options.sanitize_overflow is False

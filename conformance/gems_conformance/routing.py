@@ -42,6 +42,30 @@ def implementations(overloads: Iterable[str]) -> dict[str, frozenset[CodeType]]:
     return found
 
 
+_by_code: tuple[Any, dict[CodeType, list[str]]] | None = None
+
+
+def _overloads_by_code() -> dict[CodeType, list[str]]:
+    """code object -> the overloads whose implementation (or the backend's override) it is,
+    built once per registry and policy (a watch per sample would otherwise scan every
+    registered overload)."""
+    global _by_code
+    impls = registry.load_ops()
+    overrides = runtime.current().policy.overrides
+    # what each name is bound to now (a test may register or replace an implementation)
+    key = (tuple((name, id(impl.fn)) for name, impl in impls.items()),
+           tuple((name, id(fn)) for name, fn in overrides.items()))
+    if _by_code is None or _by_code[0] != key:
+        found: dict[CodeType, list[str]] = {}
+        for name, impl in impls.items():
+            for fn in (impl.fn, overrides.get(name)):
+                code = _code_of(fn)
+                if code is not None and name not in found.setdefault(code, []):
+                    found[code].append(name)
+        _by_code = (key, found)
+    return _by_code[1]
+
+
 class RouteWatch:
     """``with RouteWatch(codes) as watch: ...`` then ``watch.hit``: did gems answer a call
     inside the block of an overload ``codes`` implement (with a result, or an error it raised)?
@@ -74,9 +98,8 @@ class RouteWatch:
         if not self.codes:
             return 0
         if self._ops is None:
-            overrides = runtime.current().policy.overrides
-            self._ops = frozenset(name for name, impl in registry.all_impls().items()
-                                  if {_code_of(impl.fn), _code_of(overrides.get(name))} & self.codes)
+            by_code = _overloads_by_code()
+            self._ops = frozenset(name for code in self.codes for name in by_code.get(code, ()))
         # counted over every registration, so a use_gems() block opened and closed inside
         # the watch still shows its calls at the exit
         return served_calls(self._ops) + native_hits(self._ops)
