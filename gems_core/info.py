@@ -30,6 +30,7 @@ from . import background, native, runtime, settings
 from ._version import __version__
 from .contract import GATEABLE_DTYPES, KernelConfig, KernelOverride
 from .plugins import ENTRY_POINT_GROUP, BackendError, InstalledBackend, discover
+from .policy import gate_names
 from .registry import all_impls
 from .tuning import tunables as all_tunables
 
@@ -151,7 +152,7 @@ def _policy_section(rt: Any, tunables: Mapping[str, Any]) -> dict[str, Any]:
 def _op_gate(gates: Mapping[str, frozenset[str]], overload: str) -> Any:
     """The backend's own gate on ``overload`` (the descriptor's dtype gates, which apply to
     every op, are listed once in the policy): None, "all", or the gated dtype names."""
-    found = [gates[n] for n in (overload, overload.split(".", 1)[0]) if n in gates]
+    found = [gates[n] for n in gate_names(overload) if n in gates]
     if not found:
         return None
     if any(not dtypes for dtypes in found):

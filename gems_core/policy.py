@@ -34,6 +34,20 @@ from .contract import (
 from .selection import Selection
 
 ALL_DTYPES = frozenset()  # an empty gate set means "every dtype"
+
+#: packets gems computes with another packet's kernels (ops/blas_more.py: dot and vdot are
+#: products of views on mm's kernel, addmv and addr on addmm's): a backend's gate of the
+#: kernel's packet covers them too, so a gated dtype goes to ATen before gems' function is
+#: entered, as the backend asked, instead of being declined there
+BUILT_ON = {"dot": "mm", "vdot": "mm", "addmv": "addmm", "addr": "addmm"}
+
+
+def gate_names(overload: str) -> tuple[str, ...]:
+    """The names whose gates apply to ``overload``: itself, its packet, and the packet its
+    kernels belong to (:data:`BUILT_ON`)."""
+    packet = overload.split(".", 1)[0]
+    base = BUILT_ON.get(packet)
+    return (overload, packet) if base is None else (overload, packet, base)
 DEVIATION_KINDS = ("xfail", "tolerance")
 
 
@@ -72,10 +86,11 @@ class Policy:
     problems: tuple[PolicyProblem, ...] = ()
 
     def gate_for(self, overload: str) -> frozenset[str] | None:
-        """Dtype names that send ``overload`` to ATen (empty = always); None = never."""
+        """Dtype names that send ``overload`` to ATen (empty = always); None = never. A gate
+        of the packet an op is built on (:data:`BUILT_ON`) applies to it too."""
         dtypes: set[str] = set(self.unsupported_dtypes)
         whole = False
-        for name in (overload, overload.split(".", 1)[0]):
+        for name in gate_names(overload):
             if name in self.gates:
                 if not self.gates[name]:
                     whole = True
@@ -83,6 +98,16 @@ class Policy:
         if whole:
             return ALL_DTYPES
         return frozenset(dtypes) if dtypes else None
+
+    def reason_for(self, overload: str) -> str:
+        """Why the backend gates ``overload`` (its own reason, its packet's, or that of the
+        packet it is built on); "" where it gave none."""
+        packet = overload.split(".", 1)[0]
+        why = self.gate_reasons.get(overload) or self.gate_reasons.get(packet, "")
+        base = BUILT_ON.get(packet)
+        if not why and base is not None and base in self.gates:
+            why = f"computed by {base}'s kernels, which the backend gates: {self.gate_reasons.get(base) or 'gated'}"
+        return why
 
     def leaves_to_aten(self, overload: str, dtype: str) -> bool:
         """Whether ``overload`` (or its packet) is gated to ATen for ``dtype`` (a name)."""
@@ -344,7 +369,6 @@ def build_policy(selection: Selection) -> Policy:
     host = selection.installed.get(selection.execution.host) if selection.emulated else None
     if host is not None and host.name != backend.name:
         deviations += _with_host(host, gates, reasons, keeps)
-    _derive_gates(gates, reasons)
     return Policy(
         configs=configs,
         gates={op: frozenset(d) for op, d in gates.items()},
@@ -358,25 +382,6 @@ def build_policy(selection: Selection) -> Policy:
         variants=_variants(backend, arch, problems),
         problems=tuple(problems.found),
     )
-
-
-#: packets gems computes with another packet's kernels (ops/blas_more.py: dot and vdot are
-#: products of views on mm's kernel, addmv and addr on addmm's): a backend's gate of the
-#: kernel's packet covers them too, so a gated dtype goes to ATen before gems' function is
-#: entered, as the backend asked, instead of being declined there
-BUILT_ON = {"dot": "mm", "vdot": "mm", "addmv": "addmm", "addr": "addmm"}
-
-
-def _derive_gates(gates: dict[str, set[str]], reasons: dict[str, str]) -> None:
-    """Extend the gates of the packets in :data:`BUILT_ON` to the packets built on them, in place."""
-    for derived, base in BUILT_ON.items():
-        if base not in gates:
-            continue
-        mine = gates.get(derived)
-        whole = not gates[base] or (mine is not None and not mine)
-        gates[derived] = set() if whole else (mine or set()) | gates[base]
-        reasons.setdefault(derived, f"computed by {base}'s kernels, which the backend gates: "
-                                    f"{reasons.get(base) or 'gated'}")
 
 
 def _with_host(host: Any, gates: dict[str, set[str]], reasons: dict[str, str],

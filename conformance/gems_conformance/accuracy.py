@@ -52,7 +52,7 @@ def route(case: OpCase, dtype: str) -> tuple[str, str]:
     if not ops:
         return "run", ""
     op, policy = ops[0], rt.policy
-    why = policy.gate_reasons.get(op) or policy.gate_reasons.get(op.split(".", 1)[0], "")
+    why = policy.reason_for(op)
     scope = "every dtype" if not policy.gate_for(op) else dtype
     return R.FALLBACK, f"{op} gated to ATen for {scope}" + (f": {why}" if why else "")
 
