@@ -48,6 +48,8 @@ def gate_names(overload: str) -> tuple[str, ...]:
     packet = overload.split(".", 1)[0]
     base = BUILT_ON.get(packet)
     return (overload, packet) if base is None else (overload, packet, base)
+
+
 DEVIATION_KINDS = ("xfail", "tolerance")
 
 

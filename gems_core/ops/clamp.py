@@ -2,9 +2,10 @@
 each with out= and in-place overloads.
 
 As in ATen: the result has the promoted dtype of the input and the bounds given; a NaN in the
-input or in a bound (a number bound included) gives NaN; min > max gives max everywhere. A number bound that does not
-fit the result dtype (300 for int8, 1e6 for fp16) and a bool result (except of one tensor
-bound) are errors in ATen, so those calls go there and raise ATen's message.
+input or in a bound (a number bound included) gives NaN; min > max gives max everywhere. A
+number bound that does not fit the result dtype (300 for int8, 1e6 for fp16) and a bool
+result (except of one tensor bound) are errors in ATen, so those calls go there and raise
+ATen's message.
 """
 
 from __future__ import annotations

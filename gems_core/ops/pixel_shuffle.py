@@ -60,7 +60,8 @@ def _shuffle(self: torch.Tensor, factor: int, up: bool, out: torch.Tensor | None
     else:
         if out.dtype != self.dtype or out.device != self.device or (list(out.shape) != shape and out.numel()):
             return NotImplemented  # ATen raises, or resizes an out= that holds elements with a warning
-        out.resize_(shape)  # an empty out= of another shape: resized, as ATen does
+        if list(out.shape) != shape:
+            out.resize_(shape)  # an empty out= of another shape: resized, as ATen does
         if out.numel() and (not plain(out) or may_overlap_itself(out) or spans_meet(out, self)):
             return NotImplemented
     if out.numel() == 0:

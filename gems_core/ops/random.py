@@ -26,10 +26,13 @@ import torch
 import triton
 import triton.language as tl
 
+from .. import runtime
 from ..codegen.pointwise import pointwise
 from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
+from .factory import fill_tensor
+from .indexing import device_check_options, host_checks_indices
 
 UNIFORM, NORMAL, EXPONENTIAL, BERNOULLI = 0, 1, 2, 3  # the DIST of _fill_kernel
 # the same as constexprs: compiled kernels may read no other globals (the interpreter does)
@@ -253,10 +256,6 @@ def _one_draw(rows: torch.Tensor, generator: Any) -> torch.Tensor | None:
     assertion on the device where indices are checked there (as ATen's CUDA kernels assert:
     no host synchronization); elsewhere a flag read back gives None, and ATen raises its
     error."""
-    from .. import runtime
-    from .factory import fill_tensor
-    from .indexing import device_check_options, host_checks_indices
-
     m, c = rows.shape
     rows = rows if rows.stride(-1) == 1 else rows.contiguous()
     step = 4 * _QUARTER
