@@ -41,7 +41,9 @@ def test_matches_aten_and_is_served(call: str) -> None:
 @pytest.mark.parametrize("bad", [
     lambda: torch.fill(X, torch.ones(2)),
     lambda: torch.index_put(X, (ROWS,), V53[:4, 0]),
-    lambda: torch.index_put(X, (torch.tensor([9]),), V53[:, 0]),
+    pytest.param(lambda: torch.index_put(X, (torch.tensor([9]),), V53[:, 0]), marks=pytest.mark.skipif(
+        DEVICE.type != "cpu", reason="ATen checks the index by a device-side assertion there, which ends the "
+        "process's context")),
 ])
 def test_bad_inputs_raise_atens_errors(bad) -> None:
     def error() -> tuple[type, str] | None:

@@ -52,13 +52,18 @@ def on_gems(op: str, monkeypatch: pytest.MonkeyPatch, answered: bool = True) -> 
     from gems_core.ops import indexing_more
 
     launches: list[int] = []
-    kernel = indexing_more._scatter_gather
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        launches.append(kwargs["MODE"])
-        return kernel(*args, **kwargs)
+    def counted(name: str) -> Callable[..., Any]:
+        kernel = getattr(indexing_more, name)
 
-    monkeypatch.setattr(indexing_more, "_scatter_gather", counted)
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            launches.append(kwargs["MODE"])
+            return kernel(*args, **kwargs)
+
+        return launch
+
+    for name in ("_scatter_gather", "_scatter_gather_rows"):  # any element, whole rows
+        monkeypatch.setattr(indexing_more, name, counted(name))
     with RouteWatch(implementations((op,))[op]) as watch, gems_core.use_gems():
         yield launches
     assert (watch.hit if answered else watch.entered and not watch.hit), op
@@ -234,6 +239,45 @@ def test_index_put_on_a_later_dim(monkeypatch: pytest.MonkeyPatch) -> None:
         with on_gems("_index_put_impl_", monkeypatch) as launches, pytest.raises(IndexError, match=message):
             write(cache, bad, states[:, :, :2])
         assert not launches
+
+
+ROW_CALLS = {
+    "index_add_": lambda x, i, s: x.clone().index_add_(0, i, s, alpha=0.5),
+    "index_copy": lambda x, i, s: torch.index_copy(x, 0, i.unique(), s[: i.unique().numel()]),
+    "_index_put_impl_": lambda x, i, s: x.clone().index_put_((i - 7,), s, accumulate=True),  # -7: from the end
+    "index_put_ broadcast row": lambda x, i, s: x.clone().index_put_((i,), s[:1]),
+    "index_put_ 0-d value": lambda x, i, s: x.clone().index_put_((i,), s[0, 0]),
+    "gather": lambda x, i, s: torch.gather(x, 0, i.view(-1, 1).expand(-1, x.size(1))),
+}
+
+
+@pytest.mark.parametrize("call", sorted(ROW_CALLS))
+@pytest.mark.parametrize("layout", ["contiguous", "sliced rows"])
+def test_whole_rows_take_the_row_kernel(call: str, layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Updates of whole contiguous rows (an embedding's gradient, ``x[idx] += v``) run the
+    tiled row kernel: one index read per row, runs of the row moved together; repeated
+    indices add up, rows longer than a tile are split, a sliced target keeps its strides."""
+    load_ops()
+    from gems_core.ops import indexing_more
+
+    width = indexing_more._MIN_RUN + 5 if layout == "contiguous" else indexing_more._MAX_RUN + 3
+    x = rand(7, width, seed=1) if layout == "contiguous" else rand(14, width + 4, seed=1)[::2, 2:-2]
+    index = positions(7, (11,), 0, seed=2, unique=False)
+    source = rand(11, width, seed=3)
+    op = call.split()[0]
+    rows = indexing_more._scatter_gather_rows
+    entered: list[int] = []
+
+    def row_launch(*args: Any, **kwargs: Any) -> Any:
+        entered.append(kwargs["MODE"])
+        return rows(*args, **kwargs)
+
+    monkeypatch.setattr(indexing_more, "_scatter_gather_rows", row_launch)
+    want = reference(ROW_CALLS[call], x, index, source)
+    with on_gems(op, monkeypatch) as launches:
+        got = ROW_CALLS[call](x, index, source)
+    assert entered and len(launches) == len(entered), "the row kernel did not serve every launch"
+    torch.testing.assert_close(got.cpu(), want, atol=1e-12, rtol=1e-12)
 
 
 EMPTY = {

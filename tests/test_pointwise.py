@@ -214,20 +214,22 @@ def test_float64_clamp_with_number_bounds(call) -> None:
     assert torch.equal(torch.signbit(got), torch.signbit(expected))
 
 
-def test_programs_are_sized_by_the_bytes_each_element_reads_from_full_inputs() -> None:
-    """A THREAD_BYTES config gives each thread about that many bytes to load, summed over the
-    inputs read in full: a bf16 add half the elements of a bf16 unary op, a broadcast or 0-d
-    operand counting nothing, a fill sized by its output."""
+def test_programs_are_sized_by_the_widest_operand() -> None:
+    """A THREAD_BYTES config gives each thread about that many bytes of the widest operand
+    (outputs and inputs read in full): a bf16 op twice the elements of a float32 one, a
+    where() by the values it selects (not its bool condition), a broadcast or 0-d operand
+    counting nothing, a cast by its wider side."""
     from gems_core import KernelConfig
-    from gems_core.codegen.pointwise import _sized, streamed_bytes
+    from gems_core.codegen.pointwise import _sized, widest_element
 
     a, b = torch.randn(4, 8, dtype=torch.bfloat16), torch.randn(4, 8, dtype=torch.bfloat16)
-    row, scalar = torch.randn(8, dtype=torch.bfloat16), torch.tensor(2.0)
+    row, scalar = torch.randn(8, dtype=torch.float64), torch.tensor(2.0, dtype=torch.float64)
     out = torch.empty(4, 8, dtype=torch.bfloat16)
-    assert streamed_bytes([a, b], [out], 32) == 4
-    assert streamed_bytes([a], [out], 32) == 2
-    assert streamed_bytes([a, row, scalar], [out], 32) == 2
-    assert streamed_bytes([row], [out.float()], 32) == 4
+    assert widest_element([a, b], [out], 32) == 2
+    assert widest_element([a, row, scalar], [out], 32) == 2
+    assert widest_element([a > 0, a.float(), b.float()], [out.float()], 32) == 4
+    assert widest_element([a], [out.double()], 32) == 8
+    assert widest_element([row], [out], 32) == 2
     config = KernelConfig({"BLOCK_SIZE": 1024, "THREAD_BYTES": 16}, num_warps=8)
     assert _sized(config, 4).params == {"BLOCK_SIZE": 1024}  # 4 elements a thread
     assert _sized(config, 2).params == {"BLOCK_SIZE": 2048}

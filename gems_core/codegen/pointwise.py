@@ -55,8 +55,7 @@ POINTWISE = Tunable(
     params=("BLOCK_SIZE", "THREAD_BYTES"),
     defaults=[KernelConfig({"BLOCK_SIZE": 1024}, num_warps=4)],
     description="every generated elementwise kernel (one program per BLOCK_SIZE elements; with "
-    "THREAD_BYTES, as many elements as give each thread THREAD_BYTES to load, summed over the "
-    "inputs read in full)",
+    "THREAD_BYTES, as many elements as give each thread THREAD_BYTES of the widest operand)",
     optional=("THREAD_BYTES",),
 )
 
@@ -428,7 +427,7 @@ class PointwiseOp:
         static: list[int] = [numel, *merged_shape[1:]]
         for s in (*in_strides, *out_strides):
             static += s
-        config = _sized(POINTWISE.choose("all"), streamed_bytes(tensor_inputs, outs, numel))
+        config = _sized(POINTWISE.choose("all"), widest_element(tensor_inputs, outs, numel))
         grid = (cdiv(numel, config.params["BLOCK_SIZE"]), 1, 1)
         launch = Launch(
             module.launch, grid, len(args) + len(outs), tuple(static), outs[0].device,
@@ -460,20 +459,19 @@ def _declare_generic() -> None:
     recording.generic_launches = len(recording.native or ())
 
 
-def streamed_bytes(inputs: Sequence[torch.Tensor], outs: Sequence[torch.Tensor], numel: int) -> int:
-    """Bytes read per element of the result from the inputs read in full (a broadcast or
-    0-d input is read once per program at most and counts nothing); the widest output's
-    element size where no input is read in full (a fill, a broadcast)."""
-    streamed = sum(t.element_size() for t in inputs if t.numel() == numel)
-    return streamed or max(o.element_size() for o in outs)
+def widest_element(inputs: Sequence[torch.Tensor], outs: Sequence[torch.Tensor], numel: int) -> int:
+    """The widest element size among the outputs and the inputs read in full (a broadcast or
+    0-d input is read once per program at most and does not count)."""
+    return max([t.element_size() for t in inputs if t.numel() == numel] + [o.element_size() for o in outs])
 
 
 @functools.lru_cache(maxsize=64)
 def _sized(config: KernelConfig, element_bytes: int) -> KernelConfig:
-    """``config`` as launched where each element of the result reads ``element_bytes``
-    (:func:`streamed_bytes`): a THREAD_BYTES config becomes the BLOCK_SIZE that gives each
-    thread about that many bytes to load (16 over 8 warps: a bf16 add 4 elements a thread,
-    1024 a program; a bf16 unary op 8 and 2048), at least one element a thread."""
+    """``config`` as launched where the widest operand's elements take ``element_bytes``
+    (:func:`widest_element`): a THREAD_BYTES config becomes the BLOCK_SIZE that gives each
+    thread about that many bytes of that operand to move (16 over 8 warps: a bf16 op 8
+    elements a thread, 2048 a program; a float32 op or a where() selecting float32 4 and
+    1024), at least one element a thread."""
     width = config.params.get("THREAD_BYTES")
     if not width:
         return config

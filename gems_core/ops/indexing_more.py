@@ -10,8 +10,11 @@ whose index is the 1-d index expanded along ``dim`` (stride 0 elsewhere); index_
 one index tensor on dim ``d`` is a scatter over ``self.shape[:d] + index.shape +
 self.shape[d+1:]``. The operands' dims are merged (:func:`iteration_layout`) into at most
 four, read through strides, so no operand is copied; a layout that does not merge that far
-goes to ATen. The functional forms scatter into a contiguous copy of ``self``; out= forms
-write that copy to ``out``.
+goes to ATen. Where the innermost merged dim is a contiguous run of ``self`` (and of the
+source, or one value for the run) along which the index does not change (whole rows:
+index_add of an embedding's gradient, ``x[idx] += v``, a gather of rows), a tiled kernel
+reads one index per row and moves the run in vector loads. The functional forms scatter into
+a contiguous copy of ``self``; out= forms write that copy to ``out``.
 
 Dtypes: gather and the plain scatters move every dtype Triton stores; the atomic forms add
 float16/32/64 and int32/64 and take the max/min of float32/64 and int32/64 (Triton's
@@ -101,7 +104,18 @@ def _scatter_gather_kernel(
     rest = rest // S2
     c1 = rest % S1
     c0 = rest // S1
-    idx = tl.load(index_ptr + c0 * i0 + c1 * i1 + c2 * i2 + c3 * i3, mask=live, other=0)
+    idx, valid = _target_index(index_ptr + c0 * i0 + c1 * i1 + c2 * i2 + c3 * i3, live, size_dim, WRAP, CHECK, INT64)
+    mask = live & valid
+    target = self_ptr + c0 * a0 + c1 * a1 + c2 * a2 + c3 * a3 + idx * stride_dim
+    other = other_ptr + c0 * o0 + c1 * o1 + c2 * o2 + c3 * o3
+    _move(target, other, mask, alpha, MODE, HAS_ALPHA, SCALAR, F64_BITS)
+
+
+@triton.jit
+def _target_index(index, live, size_dim, WRAP: tl.constexpr, CHECK: tl.constexpr, INT64: tl.constexpr):
+    """The index at ``index`` (pointers) where ``live``, negative ones counted from the end
+    with WRAP, and whether it lies in [0, size_dim) (asserted on the device with CHECK)."""
+    idx = tl.load(index, mask=live, other=0)
     if INT64:
         idx = idx.to(tl.int64)
     if WRAP:
@@ -109,31 +123,89 @@ def _scatter_gather_kernel(
     valid = (idx >= 0) & (idx < size_dim)
     if CHECK:
         tl.device_assert(valid | ~live, "index out of bounds")
-    mask = live & valid
-    target = self_ptr + c0 * a0 + c1 * a1 + c2 * a2 + c3 * a3 + idx * stride_dim
-    other = other_ptr + c0 * o0 + c1 * o1 + c2 * o2 + c3 * o3
+    return idx, valid
+
+
+@triton.jit
+def _move(target, other, mask, alpha, MODE: tl.constexpr, HAS_ALPHA: tl.constexpr, SCALAR: tl.constexpr,
+          F64_BITS: tl.constexpr):
+    """GATHER: ``other = target``; else ``target`` op= ``other`` (or ``alpha`` itself with
+    SCALAR), scaled by ``alpha`` with HAS_ALPHA (pointer blocks of one shape)."""
     if MODE == 0:
         tl.store(other, tl.load(target, mask=mask), mask=mask)
     else:
+        dtype = target.dtype.element_ty
         if SCALAR:
             if F64_BITS:
                 alpha = tl.cast(alpha, tl.int64).to(tl.float64, bitcast=True)
-            value = tl.full((BLOCK_SIZE,), alpha, self_ptr.dtype.element_ty)
+            value = tl.full(mask.shape, alpha, dtype)
         else:
             value = tl.load(other, mask=mask)
         if HAS_ALPHA:
-            value = (value * alpha).to(self_ptr.dtype.element_ty)
-        if MODE == 1:
-            tl.store(target, value, mask=mask)
-        elif MODE == 2:
-            tl.atomic_add(target, value, mask=mask)
-        elif MODE == 3:
-            tl.atomic_max(target, value, mask=mask)
-        else:
-            tl.atomic_min(target, value, mask=mask)
+            value = (value * alpha).to(dtype)
+        _update(target, value, mask, MODE)
+
+
+@triton.jit
+def _update(target, value, mask, MODE: tl.constexpr):
+    """``target`` (pointers) op= ``value``: a store or a relaxed atomic; no other thread
+    reads these elements before the kernel ends, so no ordering is needed."""
+    if MODE == 1:
+        tl.store(target, value, mask=mask)
+    elif MODE == 2:
+        tl.atomic_add(target, value, mask=mask, sem="relaxed")
+    elif MODE == 3:
+        tl.atomic_max(target, value, mask=mask, sem="relaxed")
+    else:
+        tl.atomic_min(target, value, mask=mask, sem="relaxed")
+
+
+@triton.jit
+def _scatter_gather_rows_kernel(
+    self_ptr, index_ptr, other_ptr,
+    rows,  # S0 * S1 * S2: positions with the innermost coordinate dropped
+    S1, S2, S3,
+    a0, a1, a2,
+    i0, i1, i2,
+    o0, o1, o2, o3,  # o3: 1, or 0 where one value stands for the whole run
+    stride_dim,
+    size_dim,
+    alpha,
+    MODE: tl.constexpr,
+    HAS_ALPHA: tl.constexpr,
+    SCALAR: tl.constexpr,
+    F64_BITS: tl.constexpr,
+    WRAP: tl.constexpr,
+    CHECK: tl.constexpr,
+    INT64: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    # _scatter_gather_kernel where the innermost merged dim is contiguous in self and other
+    # and the index is constant along it (index_add/index_copy/index_put_ of whole rows,
+    # gathers of rows): a ROWS x BLOCK_N tile reads ROWS indices and moves contiguous runs.
+    pid = tl.program_id(0)
+    if INT64:
+        pid = pid.to(tl.int64)
+    r = pid * ROWS + tl.arange(0, ROWS)
+    c = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)  # < 2^31: at most _GRID_Y programs
+    live_r = r < rows
+    c2 = r % S2
+    rest = r // S2
+    c1 = rest % S1
+    c0 = rest // S1
+    idx, valid = _target_index(index_ptr + c0 * i0 + c1 * i1 + c2 * i2, live_r, size_dim, WRAP, CHECK, INT64)
+    mask = (live_r & valid)[:, None] & (c < S3)[None, :]
+    target = self_ptr + (c0 * a0 + c1 * a1 + c2 * a2 + idx * stride_dim)[:, None] + c[None, :]
+    other = other_ptr + (c0 * o0 + c1 * o1 + c2 * o2)[:, None] + c[None, :] * o3
+    _move(target, other, mask, alpha, MODE, HAS_ALPHA, SCALAR, F64_BITS)
 
 
 _scatter_gather = LaunchCache(_scatter_gather_kernel, name="scatter_gather")
+_scatter_gather_rows = LaunchCache(_scatter_gather_rows_kernel, name="scatter_gather_rows")
+#: the shortest contiguous run the row kernel takes; the tile's elements, and its widest run
+_MIN_RUN, _TILE, _MAX_RUN = 32, 4096, 1024
+_GRID_Y = 65535
 
 
 def _check(index: torch.Tensor, size: int, dim: int, wrap: bool, prefix: str = "") -> None:
@@ -145,6 +217,21 @@ def _check(index: torch.Tensor, size: int, dim: int, wrap: bool, prefix: str = "
     if low < lowest or high >= size:
         bad = next(v for v in index.reshape(-1).tolist() if not lowest <= v < size)
         raise IndexOutOfRangeError(f"{prefix}index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
+def _layout(shape: tuple[int, ...], other: tuple[int, ...], index: tuple[int, ...],
+            base: tuple[int, ...]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """The merged iteration over ``shape``, innermost last as ``other`` is laid out; where
+    ``other`` is broadcast (a stride 0 on a dim of size > 1: one row of values put into many
+    rows), its dims are ordered as the target, else the index, is laid out, if that merges as
+    far."""
+    merged, strides = iteration_layout(shape, [other, index, base])
+    if any(st == 0 and n > 1 for st, n in zip(other, shape)):
+        order = tuple(o or b or i for o, i, b in zip(other, index, base))
+        again, (_, *rest) = iteration_layout(shape, [order, other, index, base])
+        if len(again) <= len(merged):
+            return again, rest
+    return merged, strides
 
 
 def _launch(
@@ -163,25 +250,39 @@ def _launch(
         _check(index, size, dim if error_dim is None else error_dim, wrap, prefix)
     if not numel:
         return True
-    merged, (o, i, a) = iteration_layout(shape, [other_strides, index_strides, base])
+    merged, (o, i, a) = _layout(shape, other_strides, index_strides, base)
     if len(merged) > _RANK:
         return False
     pad = _RANK - len(merged)
     merged, o, i, a = (1,) * pad + merged, (0,) * pad + o, (0,) * pad + i, (0,) * pad + a
     stride_dim = target.stride(dim) if target.dim() else 0
     reach = max(max_offset(merged, a) + (size - 1) * abs(stride_dim), max_offset(merged, o), max_offset(merged, i))
-    config = SCATTER.choose("scatter_gather")
-    block = config.params["BLOCK_SIZE"]
     options = SCATTER.options()
     f64 = value is not None and target.dtype == torch.float64
     scalar = f64_bits(value) if f64 else int(value) if isinstance(value, bool) else value
-    _scatter_gather(
-        (cdiv(numel, block),), target, index, other, numel, *merged[1:], *a, *i, *o, stride_dim, size,
-        scalar if value is not None else 1 if alpha is None else alpha,
-        config=KernelConfig({}, num_warps=config.num_warps, num_stages=config.num_stages),
+    common = dict(
         options=options if host else device_check_options(options), MODE=mode, HAS_ALPHA=alpha is not None,
-        SCALAR=value is not None, F64_BITS=f64,
-        WRAP=wrap, CHECK=not host, INT64=max(reach, numel) > _INT32, BLOCK_SIZE=block,
+        SCALAR=value is not None, F64_BITS=f64, WRAP=wrap, CHECK=not host, INT64=max(reach, numel) > _INT32,
+    )
+    number = scalar if value is not None else 1 if alpha is None else alpha
+    run = merged[-1]
+    if run >= _MIN_RUN and a[-1] == 1 and i[-1] == 0 and (o[-1] in (0, 1) or value is not None):
+        block_n = min(triton.next_power_of_2(run), _MAX_RUN)
+        rows_per = max(1, _TILE // block_n)
+        if cdiv(run, block_n) <= _GRID_Y:
+            rows = numel // run
+            _scatter_gather_rows(
+                (cdiv(rows, rows_per), cdiv(run, block_n)), target, index, other, rows, *merged[1:],
+                *a[:-1], *i[:-1], *o[:-1], 0 if value is not None else o[-1], stride_dim, size, number,
+                config=KernelConfig({}, num_warps=4), ROWS=rows_per, BLOCK_N=block_n, **common,
+            )
+            return True
+    config = SCATTER.choose("scatter_gather")
+    block = config.params["BLOCK_SIZE"]
+    _scatter_gather(
+        (cdiv(numel, block),), target, index, other, numel, *merged[1:], *a, *i, *o, stride_dim, size, number,
+        config=KernelConfig({}, num_warps=config.num_warps, num_stages=config.num_stages), BLOCK_SIZE=block,
+        **common,
     )
     return True
 

@@ -24,13 +24,13 @@ _AMPERE_MEMORY_BOUND: dict[str, list[KernelConfig]] = {
     "softmax": [tile(1, 1024, 4), tile(1, 4096, 8), tile(4, 256, 4)],
     "norm": [row(1024, 4), row(4096, 8), row(256, 2)],
 }
-# Hopper numbers from benchmarks/sweep.py. Pointwise (H100): 8 warps with 16 bytes a thread
-# to load, summed over the inputs read in full (a binary op 4 bf16 or 2 fp32 elements of each
-# input a thread, a unary op 8 or 4): binary ops 1.00-1.02x ATen against 1.00x with 32 bytes
-# of the widest operand over 4 warps, unary ops and broadcast adds 0.99-1.05x (8 bytes a
-# thread cost them 2-7 %). On an H200 binary ops prefer 16 bytes of each input, by 1 %, which
-# costs the H100 as much; one list serves both. Cache hints (evict-first loads,
-# streaming or write-through stores, .cg), persistent loops and TMA blocks were no faster.
+# Hopper numbers from benchmarks/sweep.py. Pointwise (H100): 8 warps with 16 bytes of the
+# widest operand a thread (8 bf16 or 4 fp32 elements): unary, binary, broadcast and cast ops
+# 1.00-1.03x ATen, where() on fp32 1.01x and addcmul 1.00x. Summing the bytes over the inputs
+# instead (2 fp32 elements of a binary op a thread) gave binary ops the same 1.00-1.01x but
+# where() 0.92x and addcmul 0.97x; 8 bytes a thread cost unary ops 2-7 %. Cache hints
+# (evict-first loads, streaming or write-through stores, .cg), persistent loops and TMA blocks
+# were no faster.
 # Reductions along memory prefer 8x512 or 2x2048 tiles, reductions over a leading dim
 # (contiguous kept axis) tall, narrow tiles.
 _HOPPER_MEMORY_BOUND: dict[str, list[KernelConfig]] = {
