@@ -823,10 +823,11 @@ def test_a_kernel_that_copies_its_input_does_so_in_ways_a_recording_owns(
     from gems_core.launch_cache import interpreter_state
 
     g = torch.Generator().manual_seed(3)
-    x = torch.randn(3, 2, 4, 6, 5, generator=g, dtype=torch.float64).float().transpose(-1, -2)
-    tokens = torch.randint(0, 5, (3, 7), generator=g)
-    targets = torch.tensor([4, 0, -100, 2, 3])
-    log_probs = torch.randn(5, 6, generator=g).log_softmax(-1)
+    device = torch.device(gems_core.device)  # the kernels are called directly: no dispatcher routes them
+    x = torch.randn(3, 2, 4, 6, 5, generator=g, dtype=torch.float64).float().to(device).transpose(-1, -2)
+    tokens = torch.randint(0, 5, (3, 7), generator=g).to(device)
+    targets = torch.tensor([4, 0, -100, 2, 3], device=device)
+    log_probs = torch.randn(5, 6, generator=g).log_softmax(-1).to(device)
     calls = {
         "sum.dim_IntList": (lambda f: f(x, [2], True), lambda t: t.sum([2], keepdim=True)),
         "cumsum": (lambda f: f(x, 2), lambda t: t.cumsum(2)),

@@ -5,9 +5,11 @@ a composite of log_softmax and nll_loss; its label smoothing adds sums gems also
 The input is seen as (N, C, S) — S = 1 for nll_loss, H*W for nll_loss2d — and the target
 as (N, S). Each (n, s) position contributes ``-w[t] * x[n, t, s]`` with ``t`` its target,
 nothing where ``t == ignore_index``. ``mean`` divides the summed loss by the summed weights
-(NaN when every target is ignored, as in ATen). A target outside [0, C) raises ATen's
-IndexError on a host device and trips a device-side assert in the kernel elsewhere (no ATen
-call outside the kernels: the native layer replays a training step's loss).
+(NaN when every target is ignored, as in ATen). The backward zeroes the gradient with the
+fill kernel (aligned vector stores whatever C is) and writes each position's one nonzero
+entry. A target outside [0, C) raises ATen's IndexError on a host device and trips a
+device-side assert in the kernel elsewhere (no ATen call outside the kernels: the native
+layer replays a training step's loss).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from .masked import read_back
 from .reduction import acc_dtype
 
 _BLOCK = 1024  # positions per program
-_BLOCK_C = 64  # classes per step of the backward
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _NONE, _MEAN, _SUM = 0, 1, 2
 
@@ -103,12 +104,30 @@ def _nll_total_kernel(
 
 
 @triton.jit
+def _nll_grad_at(pos, live, grad_ptr, target_ptr, weight_ptr, total_weight_ptr, C, ignore_index,
+                 HAS_W: tl.constexpr, PER_POSITION: tl.constexpr, MEAN: tl.constexpr, ACC: tl.constexpr):
+    """(target, gradient there) at positions ``pos``: -w[t] * g (/ total_weight for MEAN),
+    0 where t is ignore_index (or no class)."""
+    t = tl.load(target_ptr + pos, mask=live, other=ignore_index)
+    take = live & (t != ignore_index) & (t >= 0) & (t < C)
+    if PER_POSITION:
+        g = tl.load(grad_ptr + pos, mask=live, other=0.0).to(ACC)
+    else:
+        g = tl.load(grad_ptr).to(ACC)
+    if MEAN:
+        g = g / tl.load(total_weight_ptr).to(ACC)
+    if HAS_W:
+        g = g * tl.load(weight_ptr + t, mask=take, other=0.0).to(ACC)
+    return t, tl.where(take, -g, 0.0)
+
+
+@triton.jit
 def _nll_backward_kernel(
     grad_ptr,  # (N * S,) contiguous when PER_POSITION, else ()
     target_ptr,  # (N * S,) contiguous int64
     weight_ptr,  # (C,) when HAS_W
     total_weight_ptr,  # () used when MEAN
-    dx_ptr,  # (N, C, S) contiguous
+    dx_ptr,  # (N, C, S) contiguous, zeroed
     P,
     C,
     S,
@@ -117,30 +136,16 @@ def _nll_backward_kernel(
     PER_POSITION: tl.constexpr,
     MEAN: tl.constexpr,
     BLOCK: tl.constexpr,
-    BLOCK_C: tl.constexpr,
     ACC: tl.constexpr,  # float64 for float64 data, else float32
 ):
-    # dx[n, c, s] = -w[t] * g (/ total_weight for MEAN) where c == t != ignore_index, else 0
+    # dx[n, t, s] = the gradient at (n, s), t its target; the rest of dx is zero already
+    # (written by the fill kernel in aligned vectors whatever C is)
     pos = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = pos < P
-    t = tl.load(target_ptr + pos, mask=mask, other=ignore_index)
-    take = mask & (t != ignore_index) & (t >= 0) & (t < C)
-    if PER_POSITION:
-        g = tl.load(grad_ptr + pos, mask=mask, other=0.0).to(ACC)
-    else:
-        g = tl.load(grad_ptr).to(ACC)
-    if MEAN:
-        g = g / tl.load(total_weight_ptr).to(ACC)
-    w = tl.full((BLOCK,), 1.0, ACC)
-    if HAS_W:
-        w = tl.load(weight_ptr + t, mask=take, other=0.0).to(ACC)
-    value = tl.where(take, -w * g, 0.0)
-    base = (pos // S) * C * S + pos % S
-    for start in range(0, C, BLOCK_C):
-        c = start + tl.arange(0, BLOCK_C)
-        dx = tl.where(c[None, :] == t[:, None], value[:, None], 0.0)
-        tl.store(dx_ptr + base[:, None] + c[None, :] * S, dx.to(dx_ptr.dtype.element_ty),
-                 mask=mask[:, None] & (c < C)[None, :])
+    live = pos < P
+    t, value = _nll_grad_at(pos, live, grad_ptr, target_ptr, weight_ptr, total_weight_ptr, C, ignore_index,
+                            HAS_W, PER_POSITION, MEAN, ACC)
+    at = (pos // S) * C * S + pos % S + t * S
+    tl.store(dx_ptr + at, value.to(dx_ptr.dtype.element_ty), mask=live & (t >= 0) & (t < C))
 
 
 _forward = LaunchCache(_nll_forward_kernel, name="nll_loss")
@@ -224,14 +229,13 @@ def _nll_backward(grad: torch.Tensor, x: torch.Tensor, target: torch.Tensor, wei
     per_position = reduction == _NONE
     if grad.shape != (target.shape if per_position else ()):
         return NotImplemented
-    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    dx = zeros(x.shape, dtype=x.dtype, device=x.device)
     p = n * s
     if p and c:
-        target = target.contiguous()
-        _backward((cdiv(p, _BLOCK // 8),), grad.contiguous(), target,
+        _backward((cdiv(p, _BLOCK),), grad.contiguous(), target.contiguous(),
                   weight.contiguous() if weight is not None else dx, total_weight, dx, p, c, s, ignore_index,
-                  HAS_W=weight is not None, PER_POSITION=per_position, MEAN=reduction == _MEAN,
-                  BLOCK=_BLOCK // 8, BLOCK_C=min(_BLOCK_C, next_power_of_2(c)), ACC=TL_DTYPES[acc_dtype(x.dtype)])
+                  HAS_W=weight is not None, PER_POSITION=per_position, MEAN=reduction == _MEAN, BLOCK=_BLOCK,
+                  ACC=TL_DTYPES[acc_dtype(x.dtype)])
     return dx
 
 
