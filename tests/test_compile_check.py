@@ -25,18 +25,20 @@ from gems_core.selection import compile_targets, parse_target
 
 #: one op case per kernel family: pointwise, reduction, mm, softmax (+ backward), norms
 FAMILIES = ("add", "sum", "mm", "softmax_autograd", "layer_norm_backward", "rms_norm")
-CUDA_90 = TritonTarget("cuda", 90, 32)
-HIP_GFX942 = TritonTarget("hip", "gfx942", 64)
-NVIDIA_TARGETS = [TritonTarget("cuda", 80, 32), CUDA_90]
-AMD_TARGETS = [TritonTarget("hip", "gfx90a", 64), HIP_GFX942]
+CUDA_80, CUDA_90 = TritonTarget("cuda", 80, 32), TritonTarget("cuda", 90, 32)
+HIP_GFX90A, HIP_GFX942 = TritonTarget("hip", "gfx90a", 64), TritonTarget("hip", "gfx942", 64)
+NVIDIA_TARGETS = [CUDA_80, CUDA_90]
+AMD_TARGETS = [HIP_GFX90A, HIP_GFX942]
 
 
-#: backend -> its targets and op cases (None: the vendor families), as the tests below check them
-CHECKS = {"nvidia": (NVIDIA_TARGETS, None), "amd": (AMD_TARGETS, None), "cpu": ([CUDA_90, HIP_GFX942], FAMILIES)}
-#: Each vendor target compiles the kernel families with every tuned config, and the backend's
-#: kernel variants. ``python -m gems_conformance.compile_check --device <vendor> --dedupe
-#: kernel`` compiles every op case's kernels for every target (AMD's two: about 8 core-minutes;
+#: backend -> the targets and op cases (None: the vendor families) the tests below check.
+#: Each vendor's newest target compiles the kernel families with every tuned config, and the
+#: backend's kernel variants (sm_90's Hopper GEMM and attention); the cpu backend's default
+#: configs compile for the older two, so every target of the shipped backends is compiled.
+#: ``python -m gems_conformance.compile_check --device <vendor> --dedupe kernel`` compiles
+#: every op case's kernels for all of a vendor's targets (AMD's two: about 8 core-minutes;
 #: NVIDIA's sm_90 compiles every kernel for real when the suite runs on an H100 or H200).
+CHECKS = {"nvidia": ([CUDA_90], None), "amd": ([HIP_GFX942], None), "cpu": ([CUDA_80, HIP_GFX90A], FAMILIES)}
 VENDOR_FAMILIES = (*FAMILIES, "bmm", "scaled_dot_product_attention")  # VENDOR_KERNELS' families
 
 
@@ -59,8 +61,11 @@ def checked(request: pytest.FixtureRequest) -> dict[str, list]:
         # the whole-backend checks in one process per target (this file runs them side by
         # side already); the cpu backend's in two, so that splitting a target's op cases among
         # processes is checked end to end
+        # the NVIDIA backend's own tests compile its kernel variants for sm_90 already
+        # (backends/nvidia/tests/test_gemm_sm90.py, test_attention_sm90.py)
         done = pool.map(lambda job: check_backend(job[0], [job[1]], _op_cases(*job), dedupe="kernel",
-                                                  jobs=2 if job[0] == "cpu" else 1), jobs)
+                                                  jobs=2 if job[0] == "cpu" else 1, variants=job[0] != "nvidia"),
+                        jobs)
         results: dict[str, list] = {b: [] for b in wanted}
         for (backend, _), records in zip(jobs, done):
             results[backend] += records
@@ -92,23 +97,42 @@ def test_every_kernel_and_tuned_config_compiles_for_the_vendors_targets(backend,
     # The families' op cases drive their kernels in compile-only mode, and every config of
     # every tunable is tried: real compiles (ptxas, LLVM AMDGPU), no GPU needed.
     pytest.importorskip(f"gems_backend_{backend}")
-    from gems_backend_nvidia import gemm_sm90
-
-    # the targets checked are the backend's own compile targets, what check_backend defaults to
-    assert list(compile_targets(discover()[backend].descriptor)) == CHECKS[backend][0]
+    # the target checked is the newest of the backend's own compile targets (check_backend's
+    # default is all of them), the older ones are the cpu backend's
+    targets = list(compile_targets(discover()[backend].descriptor))
+    assert targets == {"nvidia": NVIDIA_TARGETS, "amd": AMD_TARGETS}[backend]
+    assert CHECKS[backend][0] == targets[-1:] and targets[0] in CHECKS["cpu"][0]
     records = checked[backend]
     _assert_all_compile(records, CHECKS[backend][0], VENDOR_KERNELS)
-    # the backend's own kernels (kernel variants) are compiled for the targets they serve
-    variants = [r for r in records if r.kernel.endswith("(variant)")]
-    if backend == "nvidia":
-        assert {(r.kernel, r.target) for r in variants} == {("attention_forward (variant)", "cuda:90"),
-                                                             ("mm (variant)", "cuda:90")}
-        # attention's 8; the GEMM's configs with B row- and column-major, and its first
-        # config's row- and column-bias epilogues
-        assert len(variants) == 8 + 2 * len(gemm_sm90.CONFIGS) + 2 * 2
-        assert all(r.status == OK and r.registers for r in variants)
-    else:
-        assert not variants
+    # AMD has no kernel variants; NVIDIA's are left to its own tests here
+    assert not [r for r in records if r.kernel.endswith("(variant)")]
+
+
+def test_the_variants_switch_reaches_the_worker_processes(monkeypatch) -> None:
+    """check_backend(variants=False) (``--no-variants`` on the command line) starts every
+    target's worker with ``--no-variants``, so no shard compiles the backend's variants; by
+    default none is given and the first shard compiles them."""
+    from gems_conformance import compile_check
+
+    commands: list[list[str]] = []
+
+    class Child:  # a worker that fails at once: its command is what is checked
+        returncode = 1
+
+        def __init__(self, command: list[str], **_: object) -> None:
+            commands.append(command)
+
+        def communicate(self) -> tuple[str, str]:
+            return "", "stopped"
+
+    monkeypatch.setattr(compile_check.subprocess, "Popen", Child)
+    assert compile_check.main(["--device", "cpu", "--target", "cuda:80:32", "--no-variants"]) == 1
+    first = len(commands)
+    records = compile_check.check_backend("cpu", [CUDA_80, HIP_GFX90A], ("add",), jobs=4)
+    assert first and all("--no-variants" in c for c in commands[:first])
+    assert [c[c.index("--shard") + 1] for c in commands[first:]] == ["0/2", "1/2"] * 2
+    assert not any("--no-variants" in c for c in commands[first:])
+    assert {r.target for r in records} == {"cuda:80", "hip:gfx90a"} and all(r.status == ERROR for r in records)
 
 
 REJECTING = FakePlugin(

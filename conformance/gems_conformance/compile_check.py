@@ -82,11 +82,13 @@ def check_backend(
     profile: str = "quick",
     dedupe: str = "signature",
     jobs: int | None = None,
+    variants: bool = True,
 ) -> list[CompileRecord]:
     """Compile every kernel x config of backend ``name`` for ``targets`` (default: the
     descriptor's ``compile_targets``, else its ``target``). ``ops`` limits the op cases
-    driven (case names or ATen names); ``dedupe`` is one of :data:`DEDUPE_LEVELS`. Targets
-    are checked in parallel child processes."""
+    driven (case names or ATen names); ``dedupe`` is one of :data:`DEDUPE_LEVELS`;
+    ``variants=False`` leaves out the backend's kernel variants (a backend whose own tests
+    compile them). Targets are checked in parallel child processes."""
     if targets is None:
         from gems_core.selection import compile_targets
 
@@ -99,7 +101,7 @@ def check_backend(
     # kernel of a backend takes tens of minutes
     shards = max(1, min(MAX_SHARDS, cpus // len(targets)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = pool.map(lambda t: _check_target(name, t, ops, profile, dedupe, shards), targets)
+        results = pool.map(lambda t: _check_target(name, t, ops, profile, dedupe, shards, variants), targets)
         return [record for chunk in results for record in chunk]
 
 
@@ -141,7 +143,8 @@ MAX_SHARDS = 8
 
 
 def _check_target(
-    name: str, target: TritonTarget, ops: Sequence[str] | None, profile: str, dedupe: str, shards: int = 1
+    name: str, target: TritonTarget, ops: Sequence[str] | None, profile: str, dedupe: str, shards: int = 1,
+    variants: bool = True,
 ) -> list[CompileRecord]:
     missing = _compiler_missing(target)
     if missing:
@@ -162,6 +165,8 @@ def _check_target(
             command += ["--profile", profile, "--dedupe", dedupe, "--shard", f"{shard}/{shards}"]
             if ops:
                 command += ["--ops", ",".join(ops)]
+            if not variants:
+                command.append("--no-variants")
             children.append((out, subprocess.Popen(command, env=shard_env, stdout=subprocess.PIPE,
                                                    stderr=subprocess.PIPE, text=True)))
         found: list[list[CompileRecord]] = []
@@ -224,12 +229,12 @@ class _Context:
 
 def check_in_process(
     ops: Sequence[str] | None = None, profile: str = "quick", dedupe: str = "signature",
-    shard: tuple[int, int] = (0, 1),
+    shard: tuple[int, int] = (0, 1), variants: bool = True,
 ) -> list[CompileRecord]:
     """The compile check in this process, which must run compile-only execution (see the
     module docstring); :func:`check_backend` runs it for each target. ``shard`` (index,
     count): this process drives every count-th op case from index; the first shard also
-    compiles the backend's variants."""
+    compiles the backend's variants (unless ``variants`` is False)."""
     from gems_core import aot, runtime, tuning
 
     rt = runtime.current()
@@ -257,7 +262,7 @@ def check_in_process(
             with tuning.forcing(_picker(spaces, round_index, context)):
                 for case in cases:
                     _drive_case(case, round_index, spaces, used_by, context, records, target, rt)
-    if index == 0:
+    if index == 0 and variants:
         records += _variant_records(rt, target, limits, ops)
     for name, configs in spaces.items():
         if name not in compiled:
@@ -580,13 +585,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="what is compiled once: "
                         + "; ".join(f"{k}: {v}" for k, v in DEDUPE_LEVELS.items()))
     parser.add_argument("--json", help="write the records here")
+    parser.add_argument("--no-variants", dest="variants", action="store_false",
+                        help="leave out the backend's kernel variants (its own kernels)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--shard", default="0/1", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     ops = [o for o in args.ops.split(",") if o] or None
     if args.worker:
         index, count = (int(part) for part in args.shard.split("/"))
-        return _worker(ops, args.profile, args.dedupe, args.json, (index, count))
+        return _worker(ops, args.profile, args.dedupe, args.json, (index, count), args.variants)
     if not args.device:
         parser.error("--device is required")
     targets = None
@@ -596,7 +603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         descriptor = _descriptor(args.device)
         targets = [parse_target(spec, descriptor) for spec in args.target]
     started = time.perf_counter()
-    records = check_backend(args.device, targets, ops, args.profile, args.dedupe)
+    records = check_backend(args.device, targets, ops, args.profile, args.dedupe, variants=args.variants)
     print(summarize(records))
     print(f"wall time {time.perf_counter() - started:.1f} s")
     if args.json:
@@ -605,9 +612,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _worker(ops: Sequence[str] | None, profile: str, dedupe: str, out: str | None,
-            shard: tuple[int, int] = (0, 1)) -> int:
+            shard: tuple[int, int] = (0, 1), variants: bool = True) -> int:
     started = time.perf_counter()
-    records = check_in_process(ops, profile, dedupe, shard)
+    records = check_in_process(ops, profile, dedupe, shard, variants)
     payload = {"seconds": time.perf_counter() - started, "records": [asdict(r) for r in records]}
     if out:
         Path(out).write_text(json.dumps(payload))

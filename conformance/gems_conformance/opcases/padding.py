@@ -4,8 +4,10 @@ overloads called directly; constant_pad_nd.out.
 
 Every input meets every layout (contiguous, transposed, sliced with a step, expanded,
 channels_last for 4-d and 5-d), with and without its batch dim, padded on both sides,
-on one side, and cropped on one side by a negative pad; plus an empty batch. The forward
-copies elements, so it compares exactly.
+on one side, and cropped on one side by a negative pad; plus an empty batch. The quick
+profile gives the 3-d pads and the backward's cases contiguous and channels_last inputs only,
+and a 3-d input every kind of pad in one sample. The forward copies elements, so it compares
+exactly.
 """
 
 from __future__ import annotations
@@ -28,18 +30,25 @@ SHAPES = {"quick": (2, 3, 4, 5, 7), "full": (4, 16, 9, 33, 65), "large": (8, 64,
 PADS = ((2, 1), (0, 2), (-1, 2))
 
 
-def _pad_samples(dims: int) -> Callable[[torch.dtype, torch.device | str, str], Iterator[Sample]]:
-    """(x, pad) with pad listed last dim first, as F.pad takes it."""
+def _pad_samples(dims: int, backward: bool = False) -> Callable[[torch.dtype, torch.device | str, str], Iterator[Sample]]:
+    """(x, pad) with pad listed last dim first, as F.pad takes it (``backward``: for a case
+    of the backward, whose kernel reads the upstream gradient and, of the input, only its
+    sizes and memory format)."""
 
     def generate(dtype: torch.dtype, device: torch.device | str, profile: str) -> Iterator[Sample]:
         shape = SHAPES[profile][:2] + SHAPES[profile][5 - dims:]
-        # the quick profile's 3-d inputs: contiguous and channels_last only (every dims' op
-        # runs one kernel, which the 1-d and 2-d ops drive through every layout)
-        layouts = list(samples.layouts(shape, dtype, device, seed=dims))[:1 if dims == 3 and profile == "quick" else None]
+        # the quick profile's 3-d inputs and backward cases: contiguous and channels_last only
+        # (every dims' op runs one kernel, which the 1-d and 2-d forward cases drive through
+        # every layout), and the 3-d ones every kind of pad in one sample, a kind per dim
+        quick = profile == "quick"
+        layouts = list(samples.layouts(shape, dtype, device, seed=dims))[:1 if quick and (dims == 3 or backward) else None]
         if dims > 1:
             fmt = torch.channels_last if dims == 2 else torch.channels_last_3d
             layouts.append(("channels_last", samples.make_tensor(shape, dtype, device, 9).contiguous(memory_format=fmt)))
         for label, x in layouts:
+            if quick and dims == 3:
+                yield Sample(label, (x, [v for pair in PADS for v in pair]))
+                continue
             for k, pair in enumerate(PADS):
                 pad = [v for d in range(dims) for v in (pair if d == k % dims else pair[::-1])]
                 yield Sample(label, (x, pad))
@@ -91,11 +100,11 @@ for _dims in (1, 2, 3):
         register(OpCase(_op, (_op,), _padded(_mode), _samples, _dtypes, compare="exact"))
         register(OpCase(f"{_op}_out", (f"{_op}.out",), _out_call(_op), _samples, (torch.float32, torch.int64),
                         compare="exact"))
-        register(OpCase(f"{_op}_autograd", (_op, f"{_op}_backward"), _through_autograd(_mode), _samples,
-                        FLOATS if _dims == 2 else (torch.float32,),
+        register(OpCase(f"{_op}_autograd", (_op, f"{_op}_backward"), _through_autograd(_mode),
+                        _pad_samples(_dims, backward=True), FLOATS if _dims == 2 else (torch.float32,),
                         reduction_length=_summed(_dims)))
         register(OpCase(f"{_op}_backward_grad_input", (f"{_op}_backward.grad_input",), _grad_input_call(_op),
-                        _samples, (torch.float32,), reduction_length=_summed(_dims)))
+                        _pad_samples(_dims, backward=True), (torch.float32,), reduction_length=_summed(_dims)))
 
 
 def _constant_pad_out(x: torch.Tensor, pad: list[int]) -> torch.Tensor:

@@ -5,7 +5,8 @@ through autograd) and the out= and grad_input= overloads called directly.
 Every input meets every layout (contiguous, transposed, sliced with a step, expanded,
 channels_last for 4-d and 5-d) at four output sizes: twice the input (given as a scale), a
 size with no integer ratio, a downscale, and a non-integer scale passed to the op (its
-output size floored from it); plus an empty batch. Nearest forward copies elements, so it
+output size floored from it); plus an empty batch. The quick profile gives the 3-d ops and
+the backward's cases contiguous and channels_last inputs only. Nearest forward copies elements, so it
 compares exactly; nearest also meets special values.
 """
 
@@ -35,12 +36,14 @@ OPS = {
 }
 
 
-def _input_layouts(dims: int, dtype: torch.dtype, device: torch.device | str,
-                   profile: str) -> Iterator[tuple[str, torch.Tensor]]:
+def _input_layouts(dims: int, dtype: torch.dtype, device: torch.device | str, profile: str,
+                   every: bool = True) -> Iterator[tuple[str, torch.Tensor]]:
     shape = SHAPES[profile][:2] + SHAPES[profile][5 - dims:]
     # the quick profile's 3-d inputs: contiguous and channels_last only, as every dims' op
-    # runs one kernel, which the 1-d and 2-d ops drive through every layout
-    if dims < 3 or profile != "quick":
+    # runs one kernel, which the 1-d and 2-d ops drive through every layout; the same for the
+    # backward's cases (not ``every``): the backward reads the upstream gradient, and of the
+    # input only its sizes and memory format
+    if (dims < 3 and every) or profile != "quick":
         yield from samples.layouts(shape, dtype, device, seed=dims)
     else:
         yield "contiguous", samples.make_tensor(shape, dtype, device, dims)
@@ -49,11 +52,13 @@ def _input_layouts(dims: int, dtype: torch.dtype, device: torch.device | str,
         yield "channels_last", samples.make_tensor(shape, dtype, device, 9).contiguous(memory_format=fmt)
 
 
-def _resize_samples(dims: int, special: bool = False) -> Callable[[torch.dtype, torch.device | str, str], Iterator[Sample]]:
-    """(x, size, scale_factor): F.interpolate's arguments."""
+def _resize_samples(dims: int, special: bool = False,
+                    backward: bool = False) -> Callable[[torch.dtype, torch.device | str, str], Iterator[Sample]]:
+    """(x, size, scale_factor): F.interpolate's arguments (``backward``: for a case of the
+    backward, whose kernel the input's layout does not reach)."""
 
     def generate(dtype: torch.dtype, device: torch.device | str, profile: str) -> Iterator[Sample]:
-        for label, x in _input_layouts(dims, dtype, device, profile):
+        for label, x in _input_layouts(dims, dtype, device, profile, every=not backward):
             for size, scale in RESIZES:
                 odd = tuple(n * 3 // 2 + 1 for n in x.shape[2:]) if size == "odd" else None
                 yield Sample(label, (x, odd, scale))
@@ -149,11 +154,11 @@ for _name, _op, _kind, _align, _dims, _reach in MODES:
     register(OpCase(f"upsample_{_name}", (_op,), _interpolate(_kind, _align), _samples, _dtypes,
                     reduction_length=_forward_length, **_compare))
     register(OpCase(f"upsample_{_name}_autograd", (_op, f"{_op}_backward"),
-                    _through_autograd(_interpolate(_kind, _align)), _resize_samples(_dims), _grad_dtypes,
+                    _through_autograd(_interpolate(_kind, _align)), _resize_samples(_dims, backward=True), _grad_dtypes,
                     reduction_length=_backward_length))
     if _align is not True:  # one out= and grad_input= case per overload
         register(OpCase(f"upsample_{_name}_out", (f"{_op}.out",), _out_call(_op, _align), _resize_samples(_dims),
                         (torch.float32,), reduction_length=_forward_length, **_compare))
         register(OpCase(f"upsample_{_name}_backward_grad_input", (f"{_op}_backward.grad_input",),
-                        _grad_input_call(_op, _align), _resize_samples(_dims), (torch.float32,),
+                        _grad_input_call(_op, _align), _resize_samples(_dims, backward=True), (torch.float32,),
                         reduction_length=_backward_length))

@@ -23,11 +23,20 @@ from .resample import _grad_input_call, _length, _out_call, _resize_samples, _th
 DTYPES = (torch.float32, torch.float64)
 
 
-def aa_samples(dtype: torch.dtype, device: torch.device | str, profile: str) -> Iterator[Sample]:
-    yield from _resize_samples(2)(dtype, device, profile)
-    wide = samples.make_tensor((2, 3, 23, 31), dtype, device, 5)
-    yield Sample("strong downscale", (wide, (6, 7), None))
-    yield Sample("strong downscale", (wide.contiguous(memory_format=torch.channels_last), None, 0.3))
+def _aa_samples(backward: bool) -> Callable[[torch.dtype, torch.device | str, str], Iterator[Sample]]:
+    """The resize samples of :mod:`.resample` (``backward``: its cases of a backward) and
+    strong downscales, which widen the antialiasing filter."""
+
+    def generate(dtype: torch.dtype, device: torch.device | str, profile: str) -> Iterator[Sample]:
+        yield from _resize_samples(2, backward=backward)(dtype, device, profile)
+        wide = samples.make_tensor((2, 3, 23, 31), dtype, device, 5)
+        yield Sample("strong downscale", (wide, (6, 7), None))
+        yield Sample("strong downscale", (wide.contiguous(memory_format=torch.channels_last), None, 0.3))
+
+    return generate
+
+
+aa_samples, aa_backward_samples = _aa_samples(False), _aa_samples(True)
 
 
 def _interpolate(mode: str, align: bool) -> Callable[..., torch.Tensor]:
@@ -42,8 +51,9 @@ for _mode, _op in (("bilinear", "_upsample_bilinear2d_aa"), ("bicubic", "_upsamp
         register(OpCase(_name, (_op,), _interpolate(_mode, _align), aa_samples, DTYPES,
                         reduction_length=_forward_length))
         register(OpCase(f"{_name}_autograd", (_op, f"{_op}_backward"), _through_autograd(_interpolate(_mode, _align)),
-                        aa_samples, DTYPES, reduction_length=_backward_length))
+                        aa_backward_samples, DTYPES, reduction_length=_backward_length))
     register(OpCase(f"upsample_{_mode}_aa_out", (f"{_op}.out",), _out_call(_op, False), aa_samples, (torch.float32,),
                     reduction_length=_forward_length))
     register(OpCase(f"upsample_{_mode}_aa_backward_grad_input", (f"{_op}_backward.grad_input",),
-                    _grad_input_call(_op, False), aa_samples, (torch.float32,), reduction_length=_backward_length))
+                    _grad_input_call(_op, False), aa_backward_samples, (torch.float32,),
+                    reduction_length=_backward_length))
