@@ -194,6 +194,12 @@ def sdpa_backends() -> dict[str, Any]:
     return chosen
 
 
+def _nll_grad_inputs(rows: int, classes: int) -> Callable[[str], tuple[Any, ...]]:
+    """nll_loss_backward's (grad, log-probabilities, targets, total weight) of a mean loss."""
+    return lambda d: (torch.tensor(1.0, device=d), torch.randn(rows, classes, device=d),
+                      torch.randint(0, classes, (rows,), device=d), torch.tensor(float(rows), device=d))
+
+
 def _targets(rows: int, vocab: int) -> Callable[[str], tuple[Any, ...]]:
     return lambda d: (torch.randn(rows, vocab, dtype=torch.bfloat16, device=d),
                       torch.randint(0, vocab, (rows,), device=d))
@@ -336,6 +342,9 @@ CASES += [
          lambda g, y: torch.ops.aten.sigmoid_backward(g, y), _binary_bytes),
     Case("mse_loss 16384x4096 fp32", "mse_loss", _rand2((16384, 4096), torch.float32), F.mse_loss,
          lambda i: _nbytes(*i)),
+    # the gradient of a masked-LM loss (BERT: 8192 tokens, vocabulary 30522, rows not 16-byte aligned)
+    Case("nll_loss_backward 8192x30522 fp32", "nll_loss_backward", _nll_grad_inputs(8192, 30522),
+         lambda g, x, t, w: torch.ops.aten.nll_loss_backward(g, x, t, None, 1, -100, w), lambda i: _nbytes(i[1])),
     Case("AdamW step, 4-layer Llama fp32 (0.2 G params)", "_fused_adamw_", _adamw_inputs, _adamw_step,
          lambda i: 28 * i[1], aten_variants=lambda: {"foreach": _AdamWForeach}),
 ]

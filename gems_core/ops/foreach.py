@@ -50,15 +50,16 @@ def _foreach_kernel(
     HAS_B: tl.constexpr,
     PER_TENSOR: tl.constexpr,
     DTYPE: tl.constexpr,
+    ALIGNED: tl.constexpr,  # every address of the table a multiple of 16 bytes
     CHUNK: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     t, start = work_item(work, CHUNK)
     n = tl.load(sizes + t)
-    out = row_pointer(table, T, t, 0, DTYPE)
-    a_ptr = row_pointer(table, T, t, 1, DTYPE)
-    b_ptr = row_pointer(table, T, t, 2, DTYPE)
-    c_ptr = row_pointer(table, T, t, 3, DTYPE)
+    out = row_pointer(table, T, t, 0, DTYPE, ALIGNED)
+    a_ptr = row_pointer(table, T, t, 1, DTYPE, ALIGNED)
+    b_ptr = row_pointer(table, T, t, 2, DTYPE, ALIGNED)
+    c_ptr = row_pointer(table, T, t, 3, DTYPE, ALIGNED)
     if PER_TENSOR:
         s = tl.load(scalars + t)
     for i in range(0, CHUNK, BLOCK):
@@ -172,7 +173,7 @@ def _apply(op: str, out: list[torch.Tensor] | None, inputs: list[list[torch.Tens
     device = out[0].device
     pad = 4 - len(rows)  # the unused rows repeat self's
     pointers += pointers[len(out):2 * len(out)] * pad
-    table, sizes, work = address_table(rows + [inputs[0]] * pad, device, _CHUNK, (pointers, counts))
+    table, sizes, work, aligned = address_table(rows + [inputs[0]] * pad, device, _CHUNK, (pointers, counts))
     scalars = sizes
     if per_tensor is not None:
         # from page-locked memory behind the queued work: a pageable copy would stall the host
@@ -182,7 +183,7 @@ def _apply(op: str, out: list[torch.Tensor] | None, inputs: list[list[torch.Tens
     if work.numel():
         _launch((work.numel(),), table, sizes, work, scalars, len(out), float(number), OP=op,
                 HAS_B=len(inputs) > 1, PER_TENSOR=per_tensor is not None, DTYPE=TL_DTYPES[out[0].dtype],
-                CHUNK=_CHUNK, BLOCK=_BLOCK)
+                ALIGNED=aligned, CHUNK=_CHUNK, BLOCK=_BLOCK)
     return out
 
 

@@ -48,9 +48,14 @@ _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 @triton.jit
-def row_pointer(table, T, t, row, DTYPE: tl.constexpr):
-    """Tensor ``t``'s address in ``row`` of an address table of T columns, as a pointer."""
-    return tl.load(table + row * T + t).to(tl.pointer_type(DTYPE))
+def row_pointer(table, T, t, row, DTYPE: tl.constexpr, ALIGNED: tl.constexpr):
+    """Tensor ``t``'s address in ``row`` of an address table of T columns, as a pointer;
+    ALIGNED: known to be a multiple of 16 bytes (every address of the table is), so that
+    the loads and stores through it are 16-byte vectors, as they are through an argument."""
+    pointer = tl.load(table + row * T + t).to(tl.pointer_type(DTYPE))
+    if ALIGNED:
+        pointer = tl.multiple_of(pointer, 16)
+    return pointer
 
 
 @triton.jit
@@ -113,17 +118,18 @@ def _adam_kernel(
     LR_TENSOR: tl.constexpr,
     HAS_SCALE: tl.constexpr,
     HAS_FOUND: tl.constexpr,
+    ALIGNED: tl.constexpr,  # every address of the table a multiple of 16 bytes
     CHUNK: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     t, start = work_item(work, CHUNK)
     n, lr, inv_scale = _step_numbers(sizes, t, lr, lr_ptr, scale_ptr, found_ptr, LR_TENSOR, HAS_SCALE, HAS_FOUND)
-    param = row_pointer(table, T, t, 0, DTYPE)
-    grad = row_pointer(table, T, t, 1, DTYPE)
-    exp_avg = row_pointer(table, T, t, 2, DTYPE)
-    exp_avg_sq = row_pointer(table, T, t, 3, DTYPE)
-    max_exp_avg_sq = row_pointer(table, T, t, 4, DTYPE)
-    step = tl.load(row_pointer(table, T, t, 5, tl.float32))
+    param = row_pointer(table, T, t, 0, DTYPE, ALIGNED)
+    grad = row_pointer(table, T, t, 1, DTYPE, ALIGNED)
+    exp_avg = row_pointer(table, T, t, 2, DTYPE, ALIGNED)
+    exp_avg_sq = row_pointer(table, T, t, 3, DTYPE, ALIGNED)
+    max_exp_avg_sq = row_pointer(table, T, t, 4, DTYPE, ALIGNED)
+    step = tl.load(row_pointer(table, T, t, 5, tl.float32, False))
     step_size = lr / (1.0 - tl.exp2(step * log2_beta1))
     bias2_sqrt = tl.sqrt(1.0 - tl.exp2(step * log2_beta2))
     for i in range(0, CHUNK, BLOCK):
@@ -174,14 +180,15 @@ def _sgd_kernel(
     LR_TENSOR: tl.constexpr,
     HAS_SCALE: tl.constexpr,
     HAS_FOUND: tl.constexpr,
+    ALIGNED: tl.constexpr,  # every address of the table a multiple of 16 bytes
     CHUNK: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     t, start = work_item(work, CHUNK)
     n, lr, inv_scale = _step_numbers(sizes, t, lr, lr_ptr, scale_ptr, found_ptr, LR_TENSOR, HAS_SCALE, HAS_FOUND)
-    param = row_pointer(table, T, t, 0, DTYPE)
-    grad = row_pointer(table, T, t, 1, DTYPE)
-    buffer = row_pointer(table, T, t, 2, DTYPE)
+    param = row_pointer(table, T, t, 0, DTYPE, ALIGNED)
+    grad = row_pointer(table, T, t, 1, DTYPE, ALIGNED)
+    buffer = row_pointer(table, T, t, 2, DTYPE, ALIGNED)
     for i in range(0, CHUNK, BLOCK):
         offs = start + i + tl.arange(0, BLOCK)
         mask = offs < n
@@ -209,7 +216,7 @@ _sgd = LaunchCache(_sgd_kernel, name="fused_sgd")
 #: its parameters and states every step; its gradients may be new tensors each step). Each
 #: entry keeps its page-locked source: a copy captured in a CUDA graph reads it again at
 #: every replay, so it must live (and stay unchanged) as long as the entry.
-_TABLES: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = {}
+_TABLES: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor, bool]] = {}
 _GRIDS: dict[tuple[Any, ...], tuple[torch.Tensor, ...]] = {}
 _MAX_TABLES = 64
 
@@ -240,9 +247,10 @@ def addresses(rows: Sequence[Sequence[torch.Tensor]]) -> tuple[tuple[int, ...], 
 def address_table(
     rows: Sequence[Sequence[torch.Tensor]], device: torch.device, chunk: int,
     known: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(table, sizes, work): an int64 (len(rows), T) device tensor of the tensors' addresses,
-    each row one role; the first row's element counts; and one int64 a program, the grid's
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
+    """(table, sizes, work, aligned): an int64 (len(rows), T) device tensor of the tensors'
+    addresses, each row one role; the first row's element counts; whether every address is a
+    multiple of 16 bytes (the kernels' ALIGNED); and one int64 a program, the grid's
     work: a tensor's index (high 32 bits) and one of its ``chunk``-element chunks (low 32
     bits). The grid covers each tensor's own chunks: a (tensor, chunk) grid sized by the
     largest tensor would start mostly idle programs where an embedding sits beside norms.
@@ -262,8 +270,9 @@ def address_table(
     table = _TABLES.get(key)
     if table is None:
         _make_room(_TABLES)
-        table = _TABLES[key] = upload(torch.tensor(pointers, dtype=torch.int64).view(len(rows), -1), device)
-    return table[0], grid[0], grid[2]  # (device, host) pairs
+        uploaded = upload(torch.tensor(pointers, dtype=torch.int64).view(len(rows), -1), device)
+        table = _TABLES[key] = (*uploaded, all(p % 16 == 0 for p in pointers))
+    return table[0], grid[0], grid[2], table[2]  # (device, host[, aligned]) entries
 
 
 def _servable(lists: list[list[torch.Tensor]], steps: list[torch.Tensor] | None = None) -> bool:
@@ -314,7 +323,7 @@ def _fused_adam(
     if not _extras_served(params[0].device, lr_tensor, grad_scale, found_inf):
         return NotImplemented
     rows = [params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs if amsgrad else exp_avg_sqs, state_steps]
-    table, sizes, work = address_table(rows, params[0].device, _CHUNK)
+    table, sizes, work, aligned = address_table(rows, params[0].device, _CHUNK)
     if work.numel():
         _adam(
             (work.numel(),), table, sizes, work, len(params),
@@ -322,7 +331,7 @@ def _fused_adam(
             math.log2(beta2), float(weight_decay), float(eps), *_pointers(sizes, lr_tensor, grad_scale, found_inf),
             DTYPE=TL_DTYPES[params[0].dtype], ADAMW=adamw, DECAY=weight_decay != 0, AMSGRAD=amsgrad,
             MAXIMIZE=maximize, LR_TENSOR=lr_tensor is not None, HAS_SCALE=grad_scale is not None,
-            HAS_FOUND=found_inf is not None, CHUNK=_CHUNK, BLOCK=_BLOCK,
+            HAS_FOUND=found_inf is not None, ALIGNED=aligned, CHUNK=_CHUNK, BLOCK=_BLOCK,
         )
     return None
 
@@ -375,7 +384,7 @@ def fused_sgd_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_b
     if not _extras_served(params[0].device, lr_tensor, grad_scale, found_inf):
         return NotImplemented
     rows = [params, grads, momentum_buffer_list if momentum != 0 else grads]
-    table, sizes, work = address_table(rows, params[0].device, _CHUNK)
+    table, sizes, work, aligned = address_table(rows, params[0].device, _CHUNK)
     if work.numel():
         _sgd(
             (work.numel(),), table, sizes, work, len(params),
@@ -383,6 +392,7 @@ def fused_sgd_(params: list[torch.Tensor], grads: list[torch.Tensor], momentum_b
             *_pointers(sizes, lr_tensor, grad_scale, found_inf),
             DTYPE=TL_DTYPES[params[0].dtype], DECAY=weight_decay != 0, MOMENTUM=momentum != 0,
             FIRST=is_first_step, NESTEROV=nesterov, MAXIMIZE=maximize, LR_TENSOR=lr_tensor is not None,
-            HAS_SCALE=grad_scale is not None, HAS_FOUND=found_inf is not None, CHUNK=_CHUNK, BLOCK=_BLOCK,
+            HAS_SCALE=grad_scale is not None, HAS_FOUND=found_inf is not None, ALIGNED=aligned, CHUNK=_CHUNK,
+            BLOCK=_BLOCK,
         )
     return None
