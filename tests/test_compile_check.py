@@ -59,12 +59,13 @@ def checked(request: pytest.FixtureRequest) -> dict[str, list]:
     jobs = [(b, t) for b in CHECKS if b in wanted for t in reversed(CHECKS[b][0])]
     with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
         # the whole-backend checks in one process per target (this file runs them side by
-        # side already); the cpu backend's in two, so that splitting a target's op cases among
-        # processes is checked end to end
+        # side already); the cpu backend's sm_80 in two, so that splitting a target's op cases
+        # among processes is checked end to end
         # the NVIDIA backend's own tests compile its kernel variants for sm_90 already
         # (backends/nvidia/tests/test_gemm_sm90.py, test_attention_sm90.py)
         done = pool.map(lambda job: check_backend(job[0], [job[1]], _op_cases(*job), dedupe="kernel",
-                                                  jobs=2 if job[0] == "cpu" else 1, variants=job[0] != "nvidia"),
+                                                  jobs=2 if job == ("cpu", CUDA_80) else 1,
+                                                  variants=job[0] != "nvidia"),
                         jobs)
         results: dict[str, list] = {b: [] for b in wanted}
         for (backend, _), records in zip(jobs, done):
