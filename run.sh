@@ -76,7 +76,7 @@ case "${1:-demo}" in
     demo) setup; shift || true; exec "$PY" examples/demo.py "$@" ;;
     test)
         setup; shift || true
-        echo "==> pytest (the whole suite: about 35 min on 2 cores, kernels running in Triton's" \
+        echo "==> pytest (the whole suite: about 30 min on 2 cores, kernels running in Triton's" \
              "CPU interpreter, one worker a core; ./run.sh test -k <words> runs a part)" >&2
         exec "$PY" -m pytest -q -n auto --dist worksteal "$@" ;;
     *) echo "usage: ./run.sh [setup|demo|test] [args...]" >&2; exit 2 ;;
