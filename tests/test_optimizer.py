@@ -349,8 +349,7 @@ def test_address_tables_tell_whether_every_address_is_16_byte_aligned() -> None:
     assert address_table([fresh, fresh], DEVICE, 8192)[3] is True
     assert address_table([fresh, shifted], DEVICE, 8192)[3] is False
     grads = [torch.randn_like(t) for t in shifted]
-    expected = [t.detach().clone().double() for t in shifted]
-    params = [t.detach().clone().requires_grad_() for t in expected]
+    params = [t.detach().double().requires_grad_() for t in shifted]  # float64 copies, on ATen
     for p, g in zip(params, grads):
         p.grad = g.double()
     torch.optim.AdamW(params, lr=0.01, foreach=False).step()
