@@ -16,9 +16,9 @@ import os
 import pytest
 import torch
 from gems_conformance import records
-from gems_conformance.accuracy import deviation_for, dtype_name, route
-from gems_conformance.cases import all_cases, compare, to_reference
-from gems_conformance.routing import RouteWatch, implementations
+from gems_conformance.accuracy import aten_side, dtype_name, gated, gems_call, judge, route, runs_gems
+from gems_conformance.cases import all_cases
+from gems_conformance.routing import implementations
 
 import gems_core
 
@@ -70,48 +70,40 @@ def chosen(case, dtype: torch.dtype, samples: list) -> list:
 
 @pytest.mark.parametrize("name,dtype", PARAMS)
 def test_op_case_matches_aten(name: str, dtype: torch.dtype) -> None:
+    """Each sample is judged as the conformance suite judges it (:func:`~gems_conformance.
+    accuracy.judge`: the backend's gates, kept forms and declared deviations, ATen's CPU
+    result where its kernel for this device refuses the sample); here gems must also have
+    answered every call of an op the backend does not gate."""
     case = CASES[name]
     device = torch.device(gems_core.device)
-    checked = 0
-    expected_failures: list[str] = []
     mode, why = route(case, dtype_name(dtype))
     if mode == records.NOT_SUPPORTED:
         pytest.skip(why)
-    codes = frozenset().union(*implementations(case.aten).values())
-    assert codes, f"gems implements none of {case.aten}"
+    assert implementations(case.aten), f"gems implements none of {case.aten}"
+    # a gated case is watched for its gated ops: the others may run on gems
+    judged = implementations(gated(case, dtype_name(dtype)) if mode == records.FALLBACK else case.aten)
+    codes = frozenset().union(*judged.values())
     samples = chosen(case, dtype, list(case.samples(dtype, device, PROFILE)))
-    aten_results = [case.call(*sample.args, **sample.kwargs) for sample in samples]
-    gems_results, served = [], []
+    assert samples, f"{name} made no sample"
+    atens = [aten_side(case, sample, mode) for sample in samples]
     with gems_core.use_gems():  # registering every overload costs ms: once per test
-        for sample in samples:
-            # a gated call must not even enter gems' function (the profile hook's check); a
-            # served one is judged by the count of calls gems answered
-            with RouteWatch(codes, entries=mode == records.FALLBACK) as watch:
-                gems_results.append(case.call(*sample.args, **sample.kwargs))
-            served.append((watch.entered, watch.hit))
-    for sample, aten_result, result, (entered, answered) in zip(samples, aten_results, gems_results, served):
-        if mode == records.FALLBACK:
-            assert not entered, f"{sample.describe()}: {why}, but gems' implementation ran"
-        else:
+        # a gated call must not even enter gems' function (the profile hook's check); a
+        # served one is judged by the count of calls gems answered
+        answers = [gems_call(case, sample, codes, entries=mode == records.FALLBACK)
+                   if runs_gems(aten, mode) else None for sample, aten in zip(samples, atens)]
+    expected_failures: list[str] = []
+    for index, (sample, aten, gems) in enumerate(zip(samples, atens, answers)):
+        outcome = judge(case, sample, index, dtype_name(dtype), mode, why, aten, gems)
+        if mode != records.FALLBACK and aten.error is None:
             # answered, not only entered: an implementation that declines (returns
             # NotImplemented) hands the call to ATen, a fallback this test must not pass
-            assert answered, f"{sample.describe()}: ran on ATen, not on gems' implementation of {case.aten}"
-        reference = (case.reference or case.call)(*to_reference(sample.args), **to_reference(sample.kwargs))
-        results = result if isinstance(result, (tuple, list)) else (result,)
-        aten_results = aten_result if isinstance(aten_result, (tuple, list)) else (aten_result,)
-        for got, want in zip(results, aten_results):
-            if isinstance(want, torch.Tensor):
-                assert got.dtype == want.dtype, f"{sample.describe()}: dtype {got.dtype} != ATen's {want.dtype}"
-        outcome = compare(result, reference, case, sample)
-        checked += 1
-        if outcome.ok:
-            continue
-        declared = deviation_for(case, dtype_name(dtype), sample.label, "xfail")
-        if declared is not None:
-            expected_failures.append(f"{sample.label}: {declared.reason}")
-            continue
-        pytest.fail(f"{sample.describe()}: {outcome.message} (max abs {outcome.max_abs:g}, max rel {outcome.max_rel:g})")
-    assert checked > 0
+            assert outcome.served_by == "gems", (
+                f"{sample.describe()}: ran on ATen, not on gems' implementation of {case.aten}")
+        if outcome.status == records.XFAIL:
+            expected_failures.append(f"{sample.label}: {outcome.reason}")
+        elif outcome.status not in (records.PASS, records.FALLBACK, records.XPASS):
+            pytest.fail(f"{sample.describe()}: {outcome.status}: {outcome.message} "
+                        f"(max abs {outcome.max_abs}, max rel {outcome.max_rel})")
     if expected_failures:
         pytest.xfail("; ".join(expected_failures))
 

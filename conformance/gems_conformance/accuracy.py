@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -93,39 +94,94 @@ def _compile_failure(case: OpCase) -> str:
     return ("failed to compile on this chip and ran on ATen: " + "; ".join(hits))[:500]
 
 
-def check_sample(case: OpCase, sample: Sample, index: int, dtype: str, mode: str, why: str,
-                 codes: frozenset[Any]) -> SampleOutcome:
-    """Run one sample with gems on and compare; the status follows the backend's policy."""
-    start = time.perf_counter()
-    out = SampleOutcome(index, sample.label, R.PASS, description=sample.describe())
-    failure = refused = ""
+@dataclass
+class AtenSide:
+    """ATen's answer to a sample on the backend's device: its ``result``, or the ``error`` it
+    raised there. ``refused`` says that ATen's kernel for this device raised and ``result`` is
+    ATen's on the CPU instead (a dtype, an empty or strided input its CPU kernel takes)."""
+
+    result: Any = None
+    error: Exception | None = None
+    refused: str = ""
+
+
+@dataclass
+class GemsSide:
+    """A sample's call under gems: its ``result`` or ``error``, and what the
+    :class:`~.routing.RouteWatch` around it saw (gems' function entered; gems answered)."""
+
+    result: Any = None
+    error: Exception | None = None
+    entered: bool = False
+    hit: bool = False
+
+
+def aten_side(case: OpCase, sample: Sample, mode: str) -> AtenSide:
+    """Call ``sample`` on ATen (gems off)."""
     try:
-        aten_result = case.call(*sample.args, **sample.kwargs)
+        return AtenSide(case.call(*sample.args, **sample.kwargs))
     except Exception as exc:  # noqa: BLE001 - the case is wrong for this dtype, not the backend
         host = _on_host(case, sample) if mode != R.FALLBACK else None
         if host is None:
-            out.status, out.message = R.ERROR, f"ATen itself raised on this sample: {_error(exc)}"
-            if mode == R.FALLBACK:  # a gated op: ATen's error on this device is what users get
-                _raises_as_aten(case, sample, codes, exc, why, out)
-            out.seconds = time.perf_counter() - start
-            return out
-        # ATen's kernel for this device refuses a sample its CPU kernel takes (a dtype, an
-        # empty or strided input): gems' result is judged by the reference, its dtype by ATen's
-        aten_result = host[0]
-        refused = f"ATen on this device raises here ({_error(exc)}); the result is held to ATen's on the CPU"
-    watch = RouteWatch(codes)
+            return AtenSide(error=exc)
+        return AtenSide(host[0], refused=f"ATen on this device raises here ({_error(exc)}); "
+                                         "the result is held to ATen's on the CPU")
+
+
+def runs_gems(aten: AtenSide, mode: str) -> bool:
+    """Whether a sample's call under gems is made: not where ATen raises on this device and
+    on the CPU (the case is wrong for the sample), unless the op is gated, where ATen's error
+    is what users get and the call under gems must raise it too."""
+    return aten.error is None or mode == R.FALLBACK
+
+
+def gems_call(case: OpCase, sample: Sample, codes: frozenset[Any], entries: bool = True) -> GemsSide:
+    """Call ``sample`` inside ``gems_core.use_gems()`` (or inside the caller's) and watch the
+    route: ``codes`` are the implementations that count."""
+    watch = RouteWatch(codes, entries=entries)
+    side = GemsSide()
     try:
         with watch, gems_core.use_gems():
-            result = case.call(*sample.args, **sample.kwargs)
-        out.served_by = "gems" if watch.hit else "aten"  # answered, not entered and declined
+            side.result = case.call(*sample.args, **sample.kwargs)
+    except Exception as exc:  # noqa: BLE001 - any exception of the op is a result to report
+        side.error = exc
+    side.entered, side.hit = watch.entered, watch.hit
+    return side
+
+
+def judge(case: OpCase, sample: Sample, index: int, dtype: str, mode: str, why: str, aten: AtenSide,
+          gems: GemsSide | None) -> SampleOutcome:
+    """A sample's outcome from ATen's answer and gems' (None where :func:`runs_gems` said no
+    call); the status follows the backend's policy."""
+    out = SampleOutcome(index, sample.label, R.PASS, description=sample.describe())
+    if aten.error is not None and mode != R.FALLBACK:
+        out.status, out.message = R.ERROR, f"ATen itself raised on this sample: {_error(aten.error)}"
+        return out
+    if aten.error is not None:
+        # a sample ATen refuses on this device (an FP8 product cuBLASLt does not offer, say)
+        # of an op the backend gates: FALLBACK where the call under gems reaches ATen and
+        # raises the same, as a gated call must; FAIL where gems' implementation ran
+        out.status, out.message = R.ERROR, f"ATen itself raised on this sample: {_error(aten.error)}"
+        out.reason = why
+        if gems.entered:
+            out.status, out.message = R.FAIL, "gated to ATen, but gems' implementation ran"
+        elif type(gems.error) is type(aten.error):
+            out.status, out.message = R.FALLBACK, f"ATen raises on this sample here, under gems too: {_error(aten.error)}"
+        return out
+    failure = ""
+    out.served_by = "gems" if gems.hit else "aten"  # answered, not entered and declined
+    try:
+        if gems.error is not None:
+            raise gems.error
+        result = gems.result
         reference = (case.reference or case.call)(*to_reference(sample.args), **to_reference(sample.kwargs))
-        failure = _dtype_mismatch(result, aten_result)
+        failure = _dtype_mismatch(result, aten.result)
         if not failure:
             tolerance = deviation_for(case, dtype, sample.label, "tolerance")
             override = (tolerance.atol, tolerance.rtol) if tolerance is not None else None
             if tolerance is not None:
                 out.reason = tolerance.reason
-            if _empty_as_on_device(result, aten_result, reference):
+            if _empty_as_on_device(result, aten.result, reference):
                 out.reason = ("ATen's kernels for this device and the CPU give this empty result "
                               "different shapes: it has the device's")
             else:
@@ -133,22 +189,21 @@ def check_sample(case: OpCase, sample: Sample, index: int, dtype: str, mode: str
                 out.max_abs, out.max_rel = comparison.max_abs, comparison.max_rel
                 if not comparison.ok:
                     failure = comparison.message
-            if refused and not failure:
-                out.reason = refused
+            if aten.refused and not failure:
+                out.reason = aten.refused
         status_if_failed = R.FAIL
         compile_failure = _compile_failure(case)
         if compile_failure:
             failure, status_if_failed = compile_failure, R.ERROR
     except Exception as exc:  # noqa: BLE001 - any exception of the op is a result to report
         failure, status_if_failed = _error(exc), R.ERROR
-    out.seconds = time.perf_counter() - start
 
-    if mode == R.FALLBACK and watch.entered and _keeps_forms(case):
+    if mode == R.FALLBACK and gems.entered and _keeps_forms(case):
         # a call of a form the backend keeps on gems under its gate: judged as gems' own
         out.reason = f"{why}; this call is of a form kept on gems"
     elif mode == R.FALLBACK:
         out.reason = why
-        if watch.entered:
+        if gems.entered:
             out.status, out.message = R.FAIL, "gated to ATen, but gems' implementation ran"
         elif failure:
             out.status, out.message = status_if_failed, f"on ATen: {failure}"
@@ -161,6 +216,17 @@ def check_sample(case: OpCase, sample: Sample, index: int, dtype: str, mode: str
         out.status, out.message = (R.XFAIL, failure) if failure else (R.XPASS, "")
     elif failure:
         out.status, out.message = status_if_failed, failure
+    return out
+
+
+def check_sample(case: OpCase, sample: Sample, index: int, dtype: str, mode: str, why: str,
+                 codes: frozenset[Any]) -> SampleOutcome:
+    """Run one sample on ATen and with gems on, and judge it (:func:`judge`)."""
+    start = time.perf_counter()
+    aten = aten_side(case, sample, mode)
+    gems = gems_call(case, sample, codes) if runs_gems(aten, mode) else None
+    out = judge(case, sample, index, dtype, mode, why, aten, gems)
+    out.seconds = time.perf_counter() - start
     return out
 
 
@@ -204,25 +270,6 @@ def _empty_as_on_device(result: Any, aten_result: Any, reference: Any) -> bool:
     return bool(tensors) and all(
         isinstance(w, torch.Tensor) and isinstance(r, torch.Tensor) and g.numel() == 0
         and g.shape == w.shape for g, w, r in tensors) and any(g.shape != r.shape for g, _, r in tensors)
-
-
-def _raises_as_aten(case: OpCase, sample: Sample, codes: frozenset[Any], aten_error: Exception, why: str,
-                    out: SampleOutcome) -> None:
-    """A sample ATen refuses on this device (an FP8 product cuBLASLt does not offer, say)
-    of an op the backend gates: FALLBACK where the call under gems reaches ATen and raises
-    the same, as a gated call must; FAIL where gems' implementation ran."""
-    watch = RouteWatch(codes)
-    try:
-        with watch, gems_core.use_gems():
-            case.call(*sample.args, **sample.kwargs)
-        error: Exception | None = None
-    except Exception as exc:  # noqa: BLE001 - compared with ATen's
-        error = exc
-    out.reason = why
-    if watch.entered:
-        out.status, out.message = R.FAIL, "gated to ATen, but gems' implementation ran"
-    elif type(error) is type(aten_error):
-        out.status, out.message = R.FALLBACK, f"ATen raises on this sample here, under gems too: {_error(aten_error)}"
 
 
 def check_case(case: OpCase, dtype: torch.dtype, profile: str, skip: Iterable[int] = (),
