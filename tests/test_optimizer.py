@@ -210,6 +210,45 @@ def test_foreach_functional_ops_allocate_new_lists() -> None:
             torch.testing.assert_close(g, w, atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.parametrize("scalar_dtype", [torch.float32, torch.float64, torch.int64, torch.bfloat16])
+def test_a_0d_tensor_on_the_lists_device_is_read_by_the_kernel(scalar_dtype: torch.dtype) -> None:
+    """``_foreach_<op>.Tensor`` with a 0-d tensor on the lists' device (gradient clipping's
+    coefficient): gems' kernel reads its value, of any real dtype, with ``alpha`` applied."""
+    torch.manual_seed(3)
+    a = [torch.randn(5, device=DEVICE), torch.randn(2, 3, device=DEVICE).t()[0], torch.randn(0, device=DEVICE)]
+    a = [x.contiguous() for x in a]
+    other = (torch.randn((), device=DEVICE) * 4).to(scalar_dtype)
+    value = float(other)
+    calls = {
+        "_foreach_mul.Tensor": (lambda: torch._foreach_mul(a, other), lambda x: x * value),
+        "_foreach_div.Tensor": (lambda: torch._foreach_div(a, other), lambda x: x / value),
+        "_foreach_add.Tensor": (lambda: torch._foreach_add(a, other, alpha=-0.5), lambda x: x - 0.5 * value),
+    }
+    for name, (call, rule) in calls.items():
+        got = _on_gems(name, call)
+        for g, x in zip(got, a):
+            torch.testing.assert_close(g.double(), rule(x.double()), atol=1e-6, rtol=1e-6)
+    grads = [x.clone() for x in a]
+    _on_gems("_foreach_mul_.Tensor", lambda: torch._foreach_mul_(grads, other))
+    for g, x in zip(grads, a):
+        torch.testing.assert_close(g.double(), x.double() * value, atol=1e-6, rtol=1e-6)
+
+
+def test_gradient_clipping_is_served_whole() -> None:
+    """``clip_grad_norm_`` (foreach) scales every gradient by a 0-d coefficient on the
+    device in one gems launch, without a read of the coefficient by the host."""
+    torch.manual_seed(4)
+    params = [torch.nn.Parameter(torch.randn(n, device=DEVICE)) for n in (7, 300, 1)]
+    for p in params:
+        p.grad = torch.randn_like(p) * 3
+    want = [p.grad.double() for p in params]
+    norm = torch.sqrt(sum((g * g).sum() for g in want))
+    want = [g * min(1.0, 0.5 / (float(norm) + 1e-6)) for g in want]
+    _on_gems("_foreach_mul_.Tensor", lambda: torch.nn.utils.clip_grad_norm_(params, 0.5, foreach=True))
+    for p, w in zip(params, want):
+        torch.testing.assert_close(p.grad.double(), w, atol=1e-5, rtol=1e-5)
+
+
 ERRORS = {
     "lists of two lengths": lambda: torch._foreach_add_([torch.ones(3, device=DEVICE)], [], alpha=2),
     "tensors of two sizes": lambda: torch._foreach_mul_([torch.ones(3, device=DEVICE)], [torch.ones(4, device=DEVICE)]),

@@ -12,9 +12,9 @@ from a small device table):
     maximum, minimum: NaN-propagating    sqrt, neg, abs, exp, reciprocal, zero: of a
 
 Lists of one floating dtype (float32, bfloat16, float16), contiguous, on one device, of
-matching sizes are served; any other call (integer or float64 lists, mixed dtypes, a
-``Tensor`` scalar on the device, whose value the host would have to wait for) goes to ATen
-whole. The ops are registered ``native=False``: a launch reads addresses from a table the
+matching sizes are served; any other call (integer or float64 lists, mixed dtypes) goes to
+ATen whole. A ``Tensor`` scalar (0-d) on the lists' device is read by the kernel, so the host
+never waits for its value (gradient clipping multiplies every gradient by such a tensor). The ops are registered ``native=False``: a launch reads addresses from a table the
 call's arguments do not show, so it cannot be replayed for other tensors of the same shapes.
 """
 
@@ -43,12 +43,13 @@ def _foreach_kernel(
     table,  # (4, T) int64: addresses of out, a, b, c per tensor
     sizes,  # (T,) int64
     work,  # one int64 a program (optimizer.address_table)
-    scalars,  # (T,) float32: each tensor's number when PER_TENSOR
+    scalars,  # (T,) float32: each tensor's number when PER_TENSOR; a 0-d tensor when AT_SCALAR
     T,
     s,  # the call's number (Scalar overloads, alpha)
     OP: tl.constexpr,
     HAS_B: tl.constexpr,
     PER_TENSOR: tl.constexpr,
+    AT_SCALAR: tl.constexpr,  # the number is s times the value of a 0-d tensor on the device
     DTYPE: tl.constexpr,
     ALIGNED: tl.constexpr,  # every address of the table a multiple of 16 bytes
     CHUNK: tl.constexpr,
@@ -62,6 +63,8 @@ def _foreach_kernel(
     c_ptr = row_pointer(table, T, t, 3, DTYPE, ALIGNED)
     if PER_TENSOR:
         s = tl.load(scalars + t)
+    if AT_SCALAR:
+        s = s * tl.load(scalars).to(tl.float32)
     for i in range(0, CHUNK, BLOCK):
         offs = start + i + tl.arange(0, BLOCK)
         mask = offs < n
@@ -156,10 +159,11 @@ _CAPTURED: list[torch.Tensor] = []
 
 
 def _apply(op: str, out: list[torch.Tensor] | None, inputs: list[list[torch.Tensor]], number: Any = 1.0,
-           per_tensor: Sequence[Any] | None = None) -> Any:
+           per_tensor: Sequence[Any] | None = None, at: torch.Tensor | None = None) -> Any:
     """Launch ``op`` over the lists (``inputs``: self, then up to two more lists), writing
     ``out`` (None: new tensors like self's, made once the lists pass); NotImplemented where
-    the lists are not served."""
+    the lists are not served. ``at``: a 0-d tensor on the lists' device whose value, read by
+    the kernel, multiplies ``number``."""
     checked = _checked(inputs if out is None else [out, *inputs])
     if checked is None or (per_tensor is not None and len(per_tensor) != len(inputs[0])):
         return NotImplemented
@@ -180,30 +184,39 @@ def _apply(op: str, out: list[torch.Tensor] | None, inputs: list[list[torch.Tens
         scalars, host = upload(torch.tensor([float(v) for v in per_tensor], dtype=torch.float32), device)
         if tuning.capturing():
             _CAPTURED.append(host)  # a captured copy reads its source again at every replay
+    if at is not None:
+        scalars = at
     if work.numel():
         _launch((work.numel(),), table, sizes, work, scalars, len(out), float(number), OP=op,
-                HAS_B=len(inputs) > 1, PER_TENSOR=per_tensor is not None, DTYPE=TL_DTYPES[out[0].dtype],
+                HAS_B=len(inputs) > 1, PER_TENSOR=per_tensor is not None, AT_SCALAR=at is not None, DTYPE=TL_DTYPES[out[0].dtype],
                 ALIGNED=aligned, CHUNK=_CHUNK, BLOCK=_BLOCK)
     return out
 
 
 def _inplace(op: str, self: list[torch.Tensor], *others: list[torch.Tensor], number: Any = 1.0,
-             per_tensor: Sequence[Any] | None = None) -> Any:
-    result = _apply(op, self, [self, *others], number, per_tensor)
+             per_tensor: Sequence[Any] | None = None, at: torch.Tensor | None = None) -> Any:
+    result = _apply(op, self, [self, *others], number, per_tensor, at)
     return NotImplemented if result is NotImplemented else None
 
 
 def _functional(op: str, self: list[torch.Tensor], *others: list[torch.Tensor], number: Any = 1.0,
-                per_tensor: Sequence[Any] | None = None) -> Any:
-    return _apply(op, None, [self, *others], number, per_tensor)
+                per_tensor: Sequence[Any] | None = None, at: torch.Tensor | None = None) -> Any:
+    return _apply(op, None, [self, *others], number, per_tensor, at)
 
 
-def _host_number(other: torch.Tensor, alpha: Any) -> Any:
-    """A 0-d ``Tensor`` scalar's value times alpha where it is on the CPU (reading it waits
-    on no device); None otherwise (ATen then raises for a tensor that is not 0-d)."""
-    if other.dim() != 0 or other.device.type != "cpu" or other.is_complex():
+def _tensor_scalar(other: torch.Tensor, alpha: Any, self: list[torch.Tensor]) -> tuple[Any, Any] | None:
+    """A 0-d ``Tensor`` scalar as (number, tensor the kernel reads or None). On the lists'
+    device the kernel reads its value when it runs, as ATen's does: the host never waits,
+    and a CUDA graph's replay sees the value of its time (gradient clipping's coefficient).
+    On the CPU beside device lists, its value times alpha. None for a tensor that is not
+    0-d, is complex or is on another device (ATen then raises or serves it)."""
+    if other.dim() != 0 or other.is_complex() or not self:
         return None
-    return other.item() * alpha
+    if other.device == self[0].device:
+        return alpha, other
+    if other.device.type == "cpu":
+        return other.item() * alpha, None
+    return None
 
 
 def _register_binary(op: str) -> None:
@@ -230,12 +243,12 @@ def _register_binary(op: str) -> None:
         return _functional(op, self, per_tensor=scalars)
 
     def tensor_(self: list[torch.Tensor], other: torch.Tensor, *, alpha: Any = 1) -> Any:
-        number = _host_number(other, alpha)
-        return NotImplemented if number is None else _inplace(op, self, number=number)
+        scalar = _tensor_scalar(other, alpha, self)
+        return NotImplemented if scalar is None else _inplace(op, self, number=scalar[0], at=scalar[1])
 
     def tensor_out(self: list[torch.Tensor], other: torch.Tensor, *, alpha: Any = 1) -> Any:
-        number = _host_number(other, alpha)
-        return NotImplemented if number is None else _functional(op, self, number=number)
+        scalar = _tensor_scalar(other, alpha, self)
+        return NotImplemented if scalar is None else _functional(op, self, number=scalar[0], at=scalar[1])
 
     variants = [(scalar_, "_.Scalar"), (scalar_out, ".Scalar"), (scalars_, "_.ScalarList"),
                 (scalars_out, ".ScalarList")]
