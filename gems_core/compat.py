@@ -134,6 +134,7 @@ def use_interpreter() -> None:
     os.environ["TRITON_INTERPRET"] = "1"
     triton.knobs.runtime.interpret = True
     _interpreter_fixes()
+    _numpy_reductions()
     _interpreter_overflow_checks()
     rewrapped: dict[int, Any] = {}
     for name, module in list(sys.modules.items()):
@@ -165,6 +166,48 @@ def _interpreter_overflow_checks() -> None:
     wanted = bool(settings.get("GEMS_INTERPRETER_OVERFLOW_CHECKS"))
     if options.sanitize_overflow != wanted:
         builder.options = dataclasses.replace(options, sanitize_overflow=wanted)
+
+
+#: combine functions (their Python functions) whose reductions the interpreter computes with
+#: one NumPy call: the name of the NumPy reduction (:func:`reduce_in_numpy`)
+_NUMPY_REDUCTIONS: dict[Any, str] = {}
+
+
+def reduce_in_numpy(combine: Any, numpy_name: str) -> None:
+    """Declare that a ``@triton.jit`` combine function of ``tl.reduce`` is NumPy's
+    ``numpy_name`` reduction ("sum", "prod", "max" or "min", the last two NaN-propagating):
+    Triton's interpreter then reduces with that one call instead of calling the combine once
+    an element from Python (its fallback for any combine but its own library's), which
+    made reductions most of the CPU backend's time. Compiled kernels are unaffected."""
+    _NUMPY_REDUCTIONS[getattr(combine, "fn", combine)] = numpy_name
+
+
+def _numpy_reductions() -> None:
+    """The interpreter's ``tl.reduce`` with a combine declared by :func:`reduce_in_numpy`,
+    over one operand of a dtype NumPy holds as itself (not bfloat16, float8 or int1, which
+    the interpreter stores as other types), as one NumPy reduction. Floating sums may round
+    differently from the element-by-element order (NumPy sums pairwise)."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    ops = getattr(interpreter, "ReduceOps", None)
+    if ops is None or getattr(ops.apply_impl, "_gems_fixed", False):
+        return
+    original = ops.apply_impl
+    plain = {tl.float16, tl.float32, tl.float64, tl.int8, tl.uint8, tl.int16, tl.uint16, tl.int32, tl.uint32,
+             tl.int64, tl.uint64}
+    functions = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+
+    def apply_impl(self: Any, input: Any) -> Any:
+        name = _NUMPY_REDUCTIONS.get(getattr(self.combine_fn, "fn", None))
+        if name is None or len(input) != 1 or input[0].dtype not in plain:
+            return original(self, input)
+        x = input[0]
+        return self.to_tensor(functions[name](x.handle.data, axis=self.axis, keepdims=self.keep_dims), x.dtype)
+
+    apply_impl._gems_fixed = True  # type: ignore[attr-defined]
+    ops.apply_impl = apply_impl
 
 
 def _interpreter_fixes() -> None:

@@ -102,3 +102,31 @@ def test_overflow_checks_are_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -
         monkeypatch.delenv("GEMS_INTERPRETER_OVERFLOW_CHECKS")
         compat._interpreter_overflow_checks()
     assert interpreter.interpreter_builder.options.sanitize_overflow is False
+
+
+@pytest.mark.skipif(gems_core.device != "cpu", reason="the CPU backend's interpreter")
+def test_reductions_of_declared_combines_are_one_numpy_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gems' sum, max, min and product combines (compat.reduce_in_numpy) are reduced by one
+    NumPy call in the interpreter, never its element-by-element loop: the results match
+    float64 ATen (integer products: ATen's, wrapping), and NaN propagates through max and min."""
+    import torch
+    from triton.runtime import interpreter
+
+    def loop(self, input):  # noqa: ANN001, ANN202 - the interpreter's fallback, refused here
+        raise AssertionError("the interpreter reduced element by element")
+
+    monkeypatch.setattr(interpreter.ReduceOps, "generic_reduce", loop)
+    torch.manual_seed(0)
+    x = torch.randn(37, 300)
+    x[5, 17] = float("nan")
+    ints = torch.randint(1, 4, (9, 40), dtype=torch.int32) * (torch.randint(0, 2, (9, 40), dtype=torch.int32) * 2 - 1)
+    with gems_core.use_gems(include=["sum", "sum.dim_IntList", "amax", "amin", "prod.dim_int", "softmax"]):
+        got = [x.sum(1), x.amax(1), x.amin(0), x.prod(1), ints.prod(1), torch.softmax(x[6:], 1)]
+    want = [x.double().sum(1), x.double().amax(1), x.double().amin(0), x.double().prod(1),
+            ints.prod(1), torch.softmax(x[6:].double(), 1)]  # an int64 product, wrapping
+    for g, w in zip(got, want):
+        if g.is_floating_point():
+            torch.testing.assert_close(g.double(), w, atol=1e-5, rtol=1e-5, equal_nan=True)
+        else:
+            assert torch.equal(g, w)
+    assert got[1][5].isnan() and got[2][17].isnan() and not got[1][6].isnan()
