@@ -61,6 +61,7 @@ def run_suite(vendor: str, report: Path) -> subprocess.CompletedProcess[str]:
     command = [
         sys.executable, "-m", "gems_conformance.cli", "--device", vendor, "--emulate", "--quick",
         "--tier", "contract,accuracy", "--ops", OPS, "--report", str(report), "--quiet",
+        "--workers", "1",  # the suites run side by side already: one worker each
     ]
     return subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True,
                           timeout=600, check=False)

@@ -116,8 +116,9 @@ def test_gems_kernels_serve_a_privateuse1_device(fakechip: tuple[Path, dict[str,
 
 
 def conformance(site: Path, report: Path, *args: str, env: dict[str, str] | None = None) -> dict:
-    done = run_python(["-m", "gems_conformance.cli", "--quick", "--tier", "contract,accuracy", "--report",
-                       str(report), *args], site=site, env=env, timeout=600)
+    # one worker: a few op cases, beside the test run's other workers
+    done = run_python(["-m", "gems_conformance.cli", "--quick", "--tier", "contract,accuracy", "--workers", "1",
+                       "--report", str(report), *args], site=site, env=env, timeout=600)
     data = json.loads((report / "report.json").read_text())
     failed = [r for r in data["records"] if r["status"] in ("FAIL", "ERROR")]
     assert not failed, failed
