@@ -88,7 +88,7 @@ def run_model(tokens: int, hidden: int, vocab: int) -> bool:
 
 
 #: the quick contract and accuracy tiers under the CPU interpreter, in CPU-seconds (measured)
-CONFORMANCE_CPU_SECONDS = 2000
+CONFORMANCE_CPU_SECONDS = 900
 
 
 def run_conformance(report: str) -> int:

@@ -201,3 +201,25 @@ def test_a_gate_of_mm_or_addmm_covers_the_vector_products_built_on_them() -> Non
     nvidia = build_policy(select({"GEMS_DEVICE": "nvidia", "GEMS_EMULATE": "1"}))
     for op in ("dot", "vdot", "addmv", "addr.out"):
         assert nvidia.leaves_to_aten(op, "float32") and not nvidia.leaves_to_aten(op, "float16"), op
+
+
+@pytest.mark.parametrize("batch_bytes", [64 << 20, 1], ids=["batched", "one sample a batch"])
+def test_a_case_checked_in_batches_judges_each_sample_as_alone(batch_bytes: int,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """check_case runs its samples in batches (their ATen calls, then their calls under one
+    use_gems() block); each outcome is the one check_sample gives that sample alone, in
+    order, and every sample is announced before its calls (twice: ATen, then gems)."""
+    from gems_conformance import accuracy
+
+    monkeypatch.setattr(accuracy, "_BATCH_BYTES", batch_bytes)
+    case = all_cases()["where"]
+    started: list[int] = []
+    outcomes = list(check_case(case, torch.float32, "quick", skip=(1,),
+                               on_start=lambda index, sample: started.append(index)))
+    samples = list(case.samples(torch.float32, torch.device(gems_core.device), "quick"))
+    mode, why = route(case, "float32")
+    codes = frozenset().union(*implementations(case.aten).values())
+    alone = [check_sample(case, s, i, "float32", mode, why, codes) for i, s in enumerate(samples) if i != 1]
+    assert len(samples) > 3 and [o.index for o in outcomes] == [o.index for o in alone]
+    assert [(o.status, o.served_by, o.max_abs) for o in outcomes] == [(o.status, o.served_by, o.max_abs) for o in alone]
+    assert {o.status for o in outcomes} == {R.PASS} and sorted(started) == sorted([o.index for o in alone] * 2)

@@ -272,6 +272,66 @@ def _empty_as_on_device(result: Any, aten_result: Any, reference: Any) -> bool:
         and g.shape == w.shape for g, w, r in tensors) and any(g.shape != r.shape for g, _, r in tensors)
 
 
+#: samples checked together: their ATen calls, then their calls under one ``use_gems()``
+#: block (entering one registers every overload: on the CPU backend about 30 ms a sample,
+#: half of the suite's time when each sample entered its own), while their tensors stay
+#: under _BATCH_BYTES
+_BATCH_SAMPLES = 32
+_BATCH_BYTES = 64 << 20
+
+
+def _bytes(sample: Sample) -> int:
+    """The bytes of a sample's tensor arguments (a large sample is checked alone)."""
+    total = 0
+
+    def add(value: Any) -> None:
+        nonlocal total
+        if isinstance(value, torch.Tensor):
+            total += value.numel() * value.element_size()
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                add(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                add(item)
+
+    add((sample.args, sample.kwargs))
+    return total
+
+
+def _check_batch(case: OpCase, batch: list[tuple[int, Sample]], dtype: str, mode: str, why: str,
+                 codes: frozenset[Any], on_start: Callable[[int, Sample], None] | None) -> Iterator[SampleOutcome]:
+    """:func:`check_sample` of each sample of ``batch`` (index, sample), with one
+    ``use_gems()`` block around their calls under gems. ``on_start`` hears of each sample
+    before its ATen call and again before its call under gems, so a crash names the
+    sample that caused it; outcomes follow in order once the batch ran."""
+    if not batch:
+        return
+    atens, seconds = [], []
+    for index, sample in batch:
+        if on_start is not None:
+            on_start(index, sample)
+        start = time.perf_counter()
+        atens.append(aten_side(case, sample, mode))
+        seconds.append(time.perf_counter() - start)
+    answers: list[GemsSide | None] = []
+    with gems_core.use_gems():
+        for k, ((index, sample), aten) in enumerate(zip(batch, atens)):
+            if not runs_gems(aten, mode):
+                answers.append(None)
+                continue
+            if on_start is not None:
+                on_start(index, sample)
+            start = time.perf_counter()
+            answers.append(gems_call(case, sample, codes))
+            seconds[k] += time.perf_counter() - start
+    for k, ((index, sample), aten, gems) in enumerate(zip(batch, atens, answers)):
+        start = time.perf_counter()
+        out = judge(case, sample, index, dtype, mode, why, aten, gems)
+        out.seconds = seconds[k] + time.perf_counter() - start
+        yield out
+
+
 def check_case(case: OpCase, dtype: torch.dtype, profile: str, skip: Iterable[int] = (),
                on_start: Callable[[int, Sample], None] | None = None) -> Iterator[SampleOutcome]:
     """Every sample of ``case`` in ``dtype`` on the selected backend's device, in order;
@@ -289,15 +349,23 @@ def check_case(case: OpCase, dtype: torch.dtype, profile: str, skip: Iterable[in
         return
     device = torch.device(runtime.current().device_type)
     index = -1
+    batch: list[tuple[int, Sample]] = []
+    held = 0
     try:
         for index, sample in enumerate(case.samples(dtype, device, profile)):
             if index in skipped:
                 continue
-            if on_start is not None:
-                on_start(index, sample)
             if mode == R.NOT_SUPPORTED:
+                if on_start is not None:
+                    on_start(index, sample)
                 yield SampleOutcome(index, sample.label, R.NOT_SUPPORTED, sample.describe(), reason=why)
-            else:
-                yield check_sample(case, sample, index, name, mode, why, codes)
+                continue
+            size = _bytes(sample)
+            if batch and (len(batch) == _BATCH_SAMPLES or held + size > _BATCH_BYTES):
+                yield from _check_batch(case, batch, name, mode, why, codes, on_start)
+                batch, held = [], 0
+            batch.append((index, sample))
+            held += size
+        yield from _check_batch(case, batch, name, mode, why, codes, on_start)
     except Exception as exc:  # noqa: BLE001 - the sample generator itself failed
         yield SampleOutcome(index + 1, "samples", R.ERROR, message=f"making samples: {_error(exc)}")
