@@ -76,7 +76,7 @@ case "${1:-demo}" in
     demo) setup; shift || true; exec "$PY" examples/demo.py "$@" ;;
     test)
         setup; shift || true
-        echo "==> pytest (the whole suite: about 25 min on 2 cores, kernels running in Triton's" \
+        echo "==> pytest (the whole suite: 15-25 min on 2 cores, kernels running in Triton's" \
              "CPU interpreter, one worker a core; ./run.sh test -k <words> runs a part)" >&2
         # one worker a core, so each computes in one thread: more threads than cores spin
         # and wait on each other (the suite took about an eighth longer with torch's default)
