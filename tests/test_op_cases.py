@@ -16,7 +16,7 @@ import os
 import pytest
 import torch
 from gems_conformance import records
-from gems_conformance.accuracy import aten_side, dtype_name, gated, gems_call, judge, route, runs_gems
+from gems_conformance.accuracy import check_samples, dtype_name, route, watched_codes
 from gems_conformance.cases import all_cases
 from gems_conformance.routing import implementations
 
@@ -80,21 +80,17 @@ def test_op_case_matches_aten(name: str, dtype: torch.dtype) -> None:
     if mode == records.NOT_SUPPORTED:
         pytest.skip(why)
     assert implementations(case.aten), f"gems implements none of {case.aten}"
-    # a gated case is watched for its gated ops: the others may run on gems
-    judged = implementations(gated(case, dtype_name(dtype)) if mode == records.FALLBACK else case.aten)
-    codes = frozenset().union(*judged.values())
     samples = chosen(case, dtype, list(case.samples(dtype, device, PROFILE)))
     assert samples, f"{name} made no sample"
-    atens = [aten_side(case, sample, mode) for sample in samples]
-    with gems_core.use_gems():  # registering every overload costs ms: once per test
-        # a gated call must not even enter gems' function (the profile hook's check); a
-        # served one is judged by the count of calls gems answered
-        answers = [gems_call(case, sample, codes, entries=mode == records.FALLBACK)
-                   if runs_gems(aten, mode) else None for sample, aten in zip(samples, atens)]
+    # a gated call must not even enter gems' function (the profile hook's check); a served
+    # one is judged by the count of calls gems answered. One use_gems() block for them all:
+    # registering every overload costs ms.
+    outcomes = check_samples(case, list(enumerate(samples)), dtype_name(dtype), mode, why,
+                             watched_codes(case, dtype_name(dtype), mode), entries=mode == records.FALLBACK)
     expected_failures: list[str] = []
-    for index, (sample, aten, gems) in enumerate(zip(samples, atens, answers)):
-        outcome = judge(case, sample, index, dtype_name(dtype), mode, why, aten, gems)
-        if mode != records.FALLBACK and aten.error is None:
+    for sample, outcome in zip(samples, outcomes):
+        # served_by is empty where ATen itself raised (the outcome is then an error)
+        if mode != records.FALLBACK and outcome.served_by:
             # answered, not only entered: an implementation that declines (returns
             # NotImplemented) hands the call to ATen, a fallback this test must not pass
             assert outcome.served_by == "gems", (

@@ -222,12 +222,15 @@ def judge(case: OpCase, sample: Sample, index: int, dtype: str, mode: str, why: 
 def check_sample(case: OpCase, sample: Sample, index: int, dtype: str, mode: str, why: str,
                  codes: frozenset[Any]) -> SampleOutcome:
     """Run one sample on ATen and with gems on, and judge it (:func:`judge`)."""
-    start = time.perf_counter()
-    aten = aten_side(case, sample, mode)
-    gems = gems_call(case, sample, codes) if runs_gems(aten, mode) else None
-    out = judge(case, sample, index, dtype, mode, why, aten, gems)
-    out.seconds = time.perf_counter() - start
-    return out
+    return next(check_samples(case, [(index, sample)], dtype, mode, why, codes))
+
+
+def watched_codes(case: OpCase, dtype: str, mode: str) -> frozenset[Any]:
+    """The implementations whose calls judge ``case``'s samples: a gated case's gated ops
+    only (its other ops may run on gems: cross_entropy's _log_softmax where a backend gates
+    only nll_loss2d_forward), else all of its ops'."""
+    judged = implementations(gated(case, dtype) if mode == R.FALLBACK else case.aten)
+    return frozenset().union(*judged.values()) if judged else frozenset()
 
 
 def _on_host(case: OpCase, sample: Sample) -> tuple[Any] | None:
@@ -299,12 +302,14 @@ def _bytes(sample: Sample) -> int:
     return total
 
 
-def _check_batch(case: OpCase, batch: list[tuple[int, Sample]], dtype: str, mode: str, why: str,
-                 codes: frozenset[Any], on_start: Callable[[int, Sample], None] | None) -> Iterator[SampleOutcome]:
-    """:func:`check_sample` of each sample of ``batch`` (index, sample), with one
-    ``use_gems()`` block around their calls under gems. ``on_start`` hears of each sample
-    before its ATen call and again before its call under gems, so a crash names the
-    sample that caused it; outcomes follow in order once the batch ran."""
+def check_samples(case: OpCase, batch: list[tuple[int, Sample]], dtype: str, mode: str, why: str,
+                  codes: frozenset[Any], on_start: Callable[[int, Sample], None] | None = None,
+                  entries: bool = True) -> Iterator[SampleOutcome]:
+    """The judgement (:func:`judge`) of each sample of ``batch`` (index, sample): their ATen
+    calls, then their calls under one ``use_gems()`` block (``entries``: see
+    :class:`~.routing.RouteWatch`). ``on_start`` hears of each sample before its ATen call
+    and again before its call under gems, so a crash names the sample that caused it;
+    outcomes follow in order once the batch ran."""
     if not batch:
         return
     atens, seconds = [], []
@@ -323,7 +328,7 @@ def _check_batch(case: OpCase, batch: list[tuple[int, Sample]], dtype: str, mode
             if on_start is not None:
                 on_start(index, sample)
             start = time.perf_counter()
-            answers.append(gems_call(case, sample, codes))
+            answers.append(gems_call(case, sample, codes, entries))
             seconds[k] += time.perf_counter() - start
     for k, ((index, sample), aten, gems) in enumerate(zip(batch, atens, answers)):
         start = time.perf_counter()
@@ -339,12 +344,8 @@ def check_case(case: OpCase, dtype: torch.dtype, profile: str, skip: Iterable[in
     skipped = frozenset(skip)
     name = dtype_name(dtype)
     mode, why = route(case, name)
-    impls = implementations(case.aten)
-    # a gated case is judged by its gated ops: the others may run on gems (cross_entropy's
-    # _log_softmax where a backend gates only nll_loss2d_forward)
-    judged = implementations(gated(case, name)) if mode == R.FALLBACK else impls
-    codes = frozenset().union(*judged.values()) if judged else frozenset()
-    if mode == "run" and not impls:
+    codes = watched_codes(case, name, mode)
+    if mode == "run" and not implementations(case.aten):
         yield SampleOutcome(0, "all", R.ERROR, message=f"gems implements none of {', '.join(case.aten)}")
         return
     device = torch.device(runtime.current().device_type)
@@ -362,10 +363,10 @@ def check_case(case: OpCase, dtype: torch.dtype, profile: str, skip: Iterable[in
                 continue
             size = _bytes(sample)
             if batch and (len(batch) == _BATCH_SAMPLES or held + size > _BATCH_BYTES):
-                yield from _check_batch(case, batch, name, mode, why, codes, on_start)
+                yield from check_samples(case, batch, name, mode, why, codes, on_start)
                 batch, held = [], 0
             batch.append((index, sample))
             held += size
-        yield from _check_batch(case, batch, name, mode, why, codes, on_start)
+        yield from check_samples(case, batch, name, mode, why, codes, on_start)
     except Exception as exc:  # noqa: BLE001 - the sample generator itself failed
         yield SampleOutcome(index + 1, "samples", R.ERROR, message=f"making samples: {_error(exc)}")

@@ -14,8 +14,9 @@ from a small device table):
 Lists of one floating dtype (float32, bfloat16, float16), contiguous, on one device, of
 matching sizes are served; any other call (integer or float64 lists, mixed dtypes) goes to
 ATen whole. A ``Tensor`` scalar (0-d) on the lists' device is read by the kernel, so the host
-never waits for its value (gradient clipping multiplies every gradient by such a tensor). The ops are registered ``native=False``: a launch reads addresses from a table the
-call's arguments do not show, so it cannot be replayed for other tensors of the same shapes.
+never waits for its value (gradient clipping multiplies every gradient by such a tensor). The
+ops are registered ``native=False``: a launch reads addresses from a table the call's
+arguments do not show, so it cannot be replayed for other tensors of the same shapes.
 """
 
 from __future__ import annotations
@@ -188,8 +189,8 @@ def _apply(op: str, out: list[torch.Tensor] | None, inputs: list[list[torch.Tens
         scalars = at
     if work.numel():
         _launch((work.numel(),), table, sizes, work, scalars, len(out), float(number), OP=op,
-                HAS_B=len(inputs) > 1, PER_TENSOR=per_tensor is not None, AT_SCALAR=at is not None, DTYPE=TL_DTYPES[out[0].dtype],
-                ALIGNED=aligned, CHUNK=_CHUNK, BLOCK=_BLOCK)
+                HAS_B=len(inputs) > 1, PER_TENSOR=per_tensor is not None, AT_SCALAR=at is not None,
+                DTYPE=TL_DTYPES[out[0].dtype], ALIGNED=aligned, CHUNK=_CHUNK, BLOCK=_BLOCK)
     return out
 
 
