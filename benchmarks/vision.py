@@ -30,7 +30,9 @@ from gems_core import registry
 
 aten = torch.ops.aten
 
-#: ResNet-50's 3x3 and 7x7 convolutions at 224: (name, in, out, size, kernel, stride, padding)
+#: ResNet-50's convolutions at 224: (name, in, out, size, kernel, stride, padding). The 1x1
+#: maps (half of its convolution FLOPs) are convolution's "unit" form, one matrix product,
+#: but for the strided ones of the downsampling shortcuts
 RESNET_CONVS = [
     ("conv1 7x7/2", 3, 64, 224, 7, 2, 3),
     ("layer1 3x3", 64, 64, 56, 3, 1, 1),
@@ -38,6 +40,12 @@ RESNET_CONVS = [
     ("layer2 3x3", 128, 128, 28, 3, 1, 1),
     ("layer3 3x3", 256, 256, 14, 3, 1, 1),
     ("layer4 3x3", 512, 512, 7, 3, 1, 1),
+    ("layer1 1x1 64->256", 64, 256, 56, 1, 1, 0),
+    ("layer1 1x1 256->64", 256, 64, 56, 1, 1, 0),
+    ("layer2 1x1 512->128", 512, 128, 28, 1, 1, 0),
+    ("layer3 1x1 256->1024", 256, 1024, 14, 1, 1, 0),
+    ("layer4 1x1 2048->512", 2048, 512, 7, 1, 1, 0),
+    ("layer2 1x1/2 256->512", 256, 512, 56, 1, 2, 0),
 ]
 
 
@@ -102,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=None, help="the selected backend's device unless given")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="tiny shapes: a check that the script runs")
+    parser.add_argument("--cases", default="", help="only the cases whose name contains this text")
     parser.add_argument("--out", help="write JSON lines here")
     args = parser.parse_args(argv)
     device = args.device or gems_core.device
@@ -111,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     rows = []
     for case, op, make in cases(args.batch, dtype, device, args.quick):
+        if args.cases not in case:
+            continue
         arguments = make()
         gems_fn, aten_fn = impls[op].fn, getattr(aten, op)
         want = _first(aten_fn(*arguments))
