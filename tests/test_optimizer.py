@@ -1,8 +1,8 @@
 """Optimizer steps on gems: torch.optim's fused Adam/AdamW/SGD (one multi-tensor launch) and
 foreach Adam/AdamW/SGD (the ``_foreach_*`` ops) take a few steps on random parameters on
 gems, and agree with the same optimizer run by ATen in float64 from the same parameters and
-gradients; the calls gems does not serve that way (float64, non-contiguous parameters)
-reach ATen's kernels whole.
+gradients; the calls gems does not serve that way (float64, state or gradients laid out otherwise
+than their parameters) reach ATen's kernels whole.
 
 Tolerance: the parameter's dtype rounds every update, three steps: float32 1e-5 relative;
 bfloat16 2^-5 absolute (a few half units in the last place of parameters of magnitude
@@ -177,19 +177,65 @@ def test_grad_scale_unscales_and_found_inf_skips(found: float) -> None:
         torch.testing.assert_close(g, w, atol=1e-6, rtol=1e-6)
 
 
-@pytest.mark.parametrize("case", ["float64", "non-contiguous"])
+@pytest.mark.parametrize("case", ["float64", "layouts differ"])
 def test_unserved_calls_reach_aten_whole(case: str) -> None:
-    """gems hands these to ATen (its function is entered and declines): same results."""
+    """gems hands these to ATen (its function is entered and declines): same results. A
+    transposed parameter whose gradient is contiguous holds its elements in another order."""
     if case == "float64":
         params = [torch.linspace(-1, 1, 7, device=DEVICE, dtype=torch.float64)]
     else:
         params = [torch.linspace(-1, 1, 14, device=DEVICE).view(7, 2).t()]
-    want = _fused_step(_state(params))
-    state = _state(params)
-    assert state[0][0].is_contiguous() == (case == "float64")  # clones keep a transposed layout
-    got = _on_gems("_fused_adamw_", lambda: _fused_step(state), answered=False)
+
+    def state() -> list[list[torch.Tensor]]:
+        made = _state(params)
+        made[1] = [g.contiguous() * torch.arange(g.numel(), device=DEVICE).view(g.shape) for g in made[1]]
+        return made
+
+    want = _fused_step(state())
+    got_state = state()
+    assert got_state[0][0].is_contiguous() == (case == "float64")  # clones keep a transposed layout
+    got = _on_gems("_fused_adamw_", lambda: _fused_step(got_state), answered=False)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["foreach", "fused"])
+def test_channels_last_and_transposed_parameters_are_served(fused: bool, checker: str) -> None:
+    """A convolution's weight in channels-last and a transposed matrix are dense: the
+    multi-tensor kernels serve their steps (the optimizer's state and the gradients laid out
+    as the parameters), which agree with ATen's in float64 and keep the layouts."""
+    g = torch.Generator().manual_seed(2)
+    layouts = [lambda t: t.contiguous(memory_format=torch.channels_last), lambda t: t.t()]
+    shapes = [(4, 3, 2, 2), (5, 3)]
+    initial = [lay(torch.randn(s, generator=g)) for lay, s in zip(layouts, shapes)]
+    grads = [[lay(torch.randn(s, generator=g)) for lay, s in zip(layouts, shapes)] for _ in range(STEPS)]
+    assert not any(p.is_contiguous() for p in initial)
+    # ops whose every list is parameter-shaped (the step counters' additions are served either way)
+    ops = ("_fused_adamw_",) if fused else tuple(
+        name for name in FOREACH_OPS if name.startswith(("_foreach_lerp_", "_foreach_addcmul_")))
+    assert ops
+
+    def run(on_gems: bool) -> tuple[list[torch.Tensor], bool]:
+        move = (lambda t: t.to(DEVICE)) if on_gems else (lambda t: t.double())
+        params = [move(p).requires_grad_() for p in initial]
+        optimizer = torch.optim.AdamW(params, lr=0.01, weight_decay=0.1, fused=fused or None, foreach=not fused)
+        with RouteWatch(frozenset().union(*implementations(ops).values())) as watch, \
+                gems_core.use_gems() if on_gems else torch.no_grad():
+            for step in range(STEPS):
+                for p, grad in zip(params, grads[step]):
+                    p.grad = move(grad)
+                optimizer.step()
+        state = [v for p in params for k, v in optimizer.state[p].items() if k != "step"]
+        return [p.detach() for p in params] + state, watch.hit
+
+    if fused and runtime.current().policy.gate_for("_fused_adamw_") == ALL_DTYPES:
+        pytest.skip(f"the {gems_core.backend().name} backend leaves _fused_adamw_ to ATen")
+    want, _ = run(on_gems=False)
+    got, served = run(on_gems=True)
+    assert served
+    for tensor, like in zip(got, [*initial, *(p for p in initial for _ in range(2))], strict=True):
+        assert tensor.stride() == like.stride()  # (each parameter's exp_avg and exp_avg_sq)
+    _assert_matches(got, want, torch.float32)
 
 
 def test_foreach_functional_ops_allocate_new_lists() -> None:
@@ -329,6 +375,11 @@ def test_native_list_checks_agree_with_python() -> None:
         "tuples": (tuple(a), tuple(b)),
         "one row": [a],
         "non-contiguous": [a, [b[0], torch.randn(3, 2).t(), b[2]]],
+        "channels-last": [[a[0], torch.randn(4, 3, 2, 2).to(memory_format=torch.channels_last)],
+                          [b[0], torch.randn(4, 3, 2, 2).to(memory_format=torch.channels_last)]],
+        "layouts differ": [[a[0], torch.randn(4, 3, 2, 2).to(memory_format=torch.channels_last)],
+                           [b[0], torch.randn(4, 3, 2, 2)]],
+        "not dense": [[a[0], torch.randn(4, 6)[:, ::2]], [b[0], torch.randn(4, 6)[:, ::2]]],
         "dtype": [a, [b[0], b[1].double(), b[2]]],
         "sizes": [a, [b[0], b[1].view(3, 2), b[2]]],
         "length": [a, b[:2]],
@@ -336,9 +387,9 @@ def test_native_list_checks_agree_with_python() -> None:
         "empty": [[], []],
         "not lists": [a, None],
     }
-    served = ("served", "tuples", "one row")
+    served = ("served", "tuples", "one row", "channels-last")
     for name, rows in cases.items():
-        if name in served or name in ("non-contiguous", "dtype", "sizes", "length"):
+        if name in served or name in ("non-contiguous", "dtype", "sizes", "length", "layouts differ", "not dense"):
             assert foreach._servable(rows) is (name in served), name
         want = foreach.addresses(rows) if name in served else None
         assert layer.foreach_addresses(rows) == want, name

@@ -37,7 +37,7 @@ def assert_no_internal_overlap(out: torch.Tensor) -> None:
         raise RuntimeError(INTERNAL)
 
 
-def _dense(t: torch.Tensor) -> bool:
+def dense(t: torch.Tensor) -> bool:
     """ATen's ``is_non_overlapping_and_dense``: the elements fill a block, each once."""
     if t.is_contiguous():
         return True
@@ -66,7 +66,7 @@ def _status(out: torch.Tensor, t: torch.Tensor, out_extent: tuple[int, int] | No
     begin, end = _extent(t)
     if not (out_begin < end and begin < out_end):
         return "no"  # the cheap answer for distinct memory, checked first
-    if not (_dense(out) and _dense(t)):
+    if not (dense(out) and dense(t)):
         return "too hard"
     if (out_begin, out_end) == (begin, end):
         return "full" if out.stride() == t.stride() else "partial"

@@ -1456,8 +1456,10 @@ uintptr_t current_stream(int device_index) {
 }
 
 // A foreach call's tensor lists (``rows``), checked as gems' Python path checks them: every
-// tensor strided, contiguous, of the first tensor's dtype and device; every row as long as the
-// first, each tensor of its column's sizes. Returns (every row's data pointers, row after
+// tensor strided, dense without overlap (contiguous, or channels-last: a convolution's weight),
+// of the first tensor's dtype and device; every row as long as the first, each tensor of its
+// column's sizes and layout (its strides, or contiguous as the column's first is), so that
+// the tensors of a column hold their elements in the same order. Returns (every row's data pointers, row after
 // row; the first row's element counts), or None where the call is not served. An optimizer
 // step checks several lists of hundreds of tensors per call: in Python that cost more than
 // ATen's whole call.
@@ -1486,12 +1488,14 @@ py::object foreach_addresses(const py::handle& rows) {
         dtype = t.scalar_type();
         device = t.device();
       }
-      if (t.layout() != c10::kStrided || t.scalar_type() != dtype || t.device() != device || !t.is_contiguous())
+      if (t.layout() != c10::kStrided || t.scalar_type() != dtype || t.device() != device ||
+          !t.is_non_overlapping_and_dense())
         return py::none();
       if (i == 0) {
         column[j] = &t;
         counts[j] = py::int_(t.numel());
-      } else if (t.sizes() != column[j]->sizes()) {
+      } else if (t.sizes() != column[j]->sizes() ||
+                 (t.strides() != column[j]->strides() && !(t.is_contiguous() && column[j]->is_contiguous()))) {
         return py::none();
       }
       addresses[i * n + j] = py::int_(reinterpret_cast<uintptr_t>(t.data_ptr()));

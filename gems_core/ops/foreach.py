@@ -11,7 +11,7 @@ from a small device table):
     lerp: a + s (b - a), from the nearer end    addcmul: a + s b c    addcdiv: a + s b / c
     maximum, minimum: NaN-propagating    sqrt, neg, abs, exp, reciprocal, zero: of a
 
-Lists of one floating dtype (float32, bfloat16, float16), contiguous, on one device, of
+Lists of one floating dtype (float32, bfloat16, float16), dense, on one device, of
 matching sizes are served; any other call (integer or float64 lists, mixed dtypes) goes to
 ATen whole. A ``Tensor`` scalar (0-d) on the lists' device is read by the kernel, so the host
 never waits for its value (gradient clipping multiplies every gradient by such a tensor). The
@@ -29,6 +29,7 @@ import triton
 import triton.language as tl
 
 from .. import native, tuning
+from ..codegen.overlap import dense
 from ..codegen.pointwise import TL_DTYPES
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
@@ -122,23 +123,32 @@ _launch = LaunchCache(_foreach_kernel, name="foreach")
 
 
 def _servable(lists: Sequence[Sequence[torch.Tensor]]) -> bool:
-    """One dtype gems computes, one device, contiguous tensors, each list's shapes the
-    first's (ATen refuses others, even of equal element counts). An optimizer step checks
-    several lists of hundreds of tensors per call, so the checks are comprehensions over
-    cheap accessors (the device's index, not a device object per tensor; its type once a
-    list)."""
+    """One dtype gems computes, one device, tensors dense without overlap (contiguous, or
+    channels-last as a convolution's weight is), each list's shapes the first's (ATen refuses
+    others, even of equal element counts) and each tensor's layout its first list's tensor's
+    (the same strides, or both contiguous), so that the kernel, which runs over each tensor's
+    memory, pairs the same elements. An optimizer step checks several lists of hundreds of
+    tensors per call, so the checks are comprehensions over cheap accessors (the device's
+    index, not a device object per tensor; its type once a list)."""
     first = lists[0]
     if not first or first[0].dtype not in _DTYPES:
         return False
     dtype, device = first[0].dtype, first[0].device
     index = first[0].get_device()
     shapes = [t.shape for t in first]
+    plain = [t.is_contiguous() for t in first]
     for row in lists:
         if len(row) != len(shapes) or row[0].device.type != device.type:
             return False
         if row is not first and [t.shape for t in row] != shapes:
             return False
-        if not all([t.dtype is dtype and t.get_device() == index and t.is_contiguous() for t in row]):
+        if not all([t.dtype is dtype and t.get_device() == index for t in row]):
+            return False
+        if all(plain) and all([t.is_contiguous() for t in row]):
+            continue
+        if not all([dense(t)
+                    and (t.stride() == f.stride() or (p and t.is_contiguous()))
+                    for t, f, p in zip(row, first, plain)]):
             return False
     return True
 
@@ -171,7 +181,7 @@ def _apply(op: str, out: list[torch.Tensor] | None, inputs: list[list[torch.Tens
     if isinstance(number, complex) or any(isinstance(v, complex) for v in per_tensor or ()):
         return NotImplemented
     pointers, counts = checked
-    if out is None:  # contiguous tensors of self's sizes, dtype and device: they pass too
+    if out is None:  # tensors of self's sizes, strides, dtype and device: they pass too
         out = [torch.empty_like(t) for t in inputs[0]]
         pointers = tuple([t.data_ptr() for t in out]) + pointers
     rows = [out, *inputs]

@@ -24,7 +24,7 @@ and the update uses ``g + momentum * buf`` (Nesterov) or ``buf``; ``param -= lr 
 The ``tensor_lr`` overloads read the learning rate from its one-element tensor in the kernel.
 
 Calls gems does not serve this way go to ATen whole: float64 or mixed dtypes, tensors that
-are not contiguous or on several devices, step counters that are not float32.
+are not dense or not laid out as their parameters, on several devices, step counters that are not float32.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import triton
 import triton.language as tl
 
 from .. import tuning
+from ..codegen.overlap import dense
 from ..codegen.pointwise import TL_DTYPES
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
@@ -276,8 +277,10 @@ def address_table(
 
 
 def _servable(lists: list[list[torch.Tensor]], steps: list[torch.Tensor] | None = None) -> bool:
-    """One floating dtype gems computes in float32, contiguous tensors of matching sizes on
-    one device, and (Adam) one float32 step counter per tensor there."""
+    """One floating dtype gems computes in float32, tensors of matching sizes on one device,
+    dense without overlap, each laid out as its parameter (contiguous, or channels-last as a
+    convolution's weight and its gradient are), and (Adam) one float32 step counter per
+    tensor there."""
     params = lists[0]
     if not params:
         return False
@@ -288,7 +291,10 @@ def _servable(lists: list[list[torch.Tensor]], steps: list[torch.Tensor] | None 
         return False
     for row in lists:
         for t, p in zip(row, params):
-            if t.dtype != dtype or t.device != device or t.numel() != p.numel() or not t.is_contiguous():
+            if t.dtype != dtype or t.device != device or t.numel() != p.numel():
+                return False
+            if not (t.is_contiguous() and p.is_contiguous()) and not (
+                    dense(t) and t.shape == p.shape and t.stride() == p.stride()):
                 return False
     return all(s.dtype == torch.float32 and s.device == device and s.numel() == 1 for s in steps or ())
 
