@@ -100,6 +100,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "compiled kernels are without debug: the check took two thirds of a small kernel's time)"),
     Setting("GEMS_MM_TMA", "auto", _choice("auto", "force", "off", **dict.fromkeys(_TRUE, "auto"), **_OFF),
             "0: no TMA matrix-product kernel; force: take it for every product it can serve"),
+    Setting("GEMS_CONV_TMA", "1", _flag,
+            "0: no convolution kernel over tensor descriptors (unit-stride 2-d maps on Hopper)"),
     Setting("GEMS_KERNEL_VARIANTS", "1", _flag,
             "0: no backend kernel variants (the core's kernels everywhere)"),
     Setting("GEMS_DECODE_MERGE", "auto", _choice("auto", "fused", "kernel"),

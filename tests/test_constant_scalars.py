@@ -10,14 +10,8 @@ sends the op to ATen for the rest of the process.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
+import compile_only
 import pytest
-
-from gems_core.contract import TritonTarget
 
 CALLS = r"""
 import json, warnings
@@ -58,18 +52,6 @@ print(json.dumps({"failed": failed, "compile_only": runtime.current().compile_on
 
 @pytest.mark.parametrize("target", ["cuda:90:32", "cuda:80:32"])
 def test_scalars_triton_makes_constants_compile(target: str) -> None:
-    from gems_conformance.compile_check import _compiler_missing
-
-    backend, arch, warp = target.split(":")
-    missing = _compiler_missing(TritonTarget(backend, int(arch), int(warp)))
-    if missing:
-        pytest.skip(missing)
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    env.update(GEMS_DEVICE="nvidia", GEMS_COMPILE_TARGET=target, TRITON_DEFAULT_FP_FUSION="1")
-    proc = subprocess.run([sys.executable, "-c", CALLS], env=env, capture_output=True, text=True,
-                          check=False, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    outcome = json.loads(proc.stdout.strip().splitlines()[-1])
+    outcome, _ = compile_only.run(CALLS, target)
     assert outcome["compile_only"]
     assert outcome["failed"] == {}

@@ -4,18 +4,13 @@ with bias, alpha and beta, transposed operands, and compiled for sm_90 without a
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
+import compile_only
 import pytest
 import torch
 from gems_conformance.routing import RouteWatch, implementations
 
 import gems_core
 from gems_core import runtime
-from gems_core.contract import TritonTarget
 
 runtime.current()  # select the backend before kernels are defined
 
@@ -115,18 +110,6 @@ print(json.dumps({"fallbacks": runtime.current().runtime_fallbacks, "compile_onl
 
 
 def test_the_split_kernels_compile_for_sm90() -> None:
-    from gems_conformance.compile_check import _compiler_missing
-
-    missing = _compiler_missing(TritonTarget("cuda", 90, 32))
-    if missing:
-        pytest.skip(missing)
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    env.update(GEMS_DEVICE="nvidia", GEMS_COMPILE_TARGET="cuda:90:32", TRITON_DEFAULT_FP_FUSION="1",
-               GEMS_LOG="debug")
-    proc = subprocess.run([sys.executable, "-c", COMPILE], env=env, capture_output=True, text=True, check=False,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    outcome = json.loads(proc.stdout.strip().splitlines()[-1])
+    outcome, stderr = compile_only.run(COMPILE, GEMS_LOG="debug")
     assert outcome["compile_only"] and outcome["fallbacks"] == {}
-    assert "mm_decode compiled" in proc.stderr and "mm_split_k_reduce compiled" in proc.stderr
+    assert "mm_decode compiled" in stderr and "mm_split_k_reduce compiled" in stderr

@@ -7,21 +7,18 @@ Only fp16 runs in the interpreter: its bf16 ``tl.dot`` is wrong (see test_mm.py)
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 import warnings
 from types import SimpleNamespace
 from typing import Any
 
+import compile_only
 import pytest
 import torch
 
 import gems_core
 from gems_core import tuning
-from gems_core.contract import KernelConfig, Limits, TritonTarget
+from gems_core.contract import KernelConfig, Limits
 from gems_core.launch_cache import KernelCompileError
 from gems_core.registry import load_ops
 
@@ -297,19 +294,8 @@ _AOT_SCRIPT = textwrap.dedent("""
 
 
 def test_compiles_ahead_of_time_for_sm90() -> None:
-    pytest.importorskip("gems_backend_nvidia")
-    from gems_conformance.compile_check import _compiler_missing
-
-    target = TritonTarget("cuda", 90, 32)
-    if _compiler_missing(target):
-        pytest.skip(_compiler_missing(target))
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    env.update(GEMS_DEVICE="nvidia", GEMS_COMPILE_TARGET="cuda:90:32", TRITON_DEFAULT_FP_FUSION="1")
-    proc = subprocess.run([sys.executable, "-c", _AOT_SCRIPT], env=env, capture_output=True,
-                          text=True, check=False, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    compiles = [r for r in json.loads(proc.stdout.strip().splitlines()[-1]) if r["name"] == "mm_tma"]
+    outcome, _ = compile_only.run(_AOT_SCRIPT)
+    compiles = [r for r in outcome if r["name"] == "mm_tma"]
     assert [(r["constexprs"]["C_DESC"], r["constexprs"]["HAS_BIAS"]) for r in compiles] == [
         ("True", "False"), ("False", "True")]
     for r in compiles:

@@ -31,7 +31,9 @@ backend's GEMM variant); so is a map over non-overlapping patches (stride equal 
 kernel, a vision transformer's patch embedding), after one copy of the patches into a
 (positions, patch) matrix. These are convolution's "unit" and "patches" forms
 (:func:`unit_form`, :func:`patches_form`), which a backend that leaves convolution to ATen
-may keep on gems. One channel per group
+may keep on gems. On chips with tensor descriptors, a 2-d map of unit stride over
+channels-last 16-bit tensors (and so its data gradient) takes conv_tma.py's kernel, whose
+operand boxes the TMA unit copies. One channel per group
 (depthwise) takes a direct kernel: a tile of positions x channels, one multiply-add per tap.
 The bias is added in the epilogue.
 
@@ -63,6 +65,7 @@ from ..contract import KernelConfig
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
+from . import conv_tma
 from .copying import _suggested_format, copy_into
 from .gemm_common import (
     _FLOATS,
@@ -532,6 +535,9 @@ def _gemm(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch.
         return
     if kc == 1:
         _depthwise(a, w, bias, y, geo, weight_kc_dim)
+        return
+    if conv_tma.applies(a, y, geo.stride, geo.padding, geo.kernel, geo.groups):
+        conv_tma.launch(a, w, bias, y, geo.padding, geo.dilation, weight_kc_dim)
         return
     w = _along_channels(w, geo)
     sw_k, sw_n = w.stride(weight_kc_dim), w.stride(1 - weight_kc_dim)

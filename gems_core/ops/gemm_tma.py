@@ -353,26 +353,47 @@ def _run(
     config: KernelConfig,
     device: torch.device,
 ) -> None:
-    options = MM_TMA.options()
+    run_described(_mm_tma_kernel, _launch_interpreted, MM_TMA, rt, grid, args, constexprs, config, device)
+
+
+def run_described(
+    kernel: Any,
+    interpreted: LaunchCache,
+    tunable: Tunable,
+    rt: runtime.Runtime,
+    grid: tuple[int, ...],
+    args: tuple[Any, ...],
+    constexprs: dict[str, Any],
+    config: KernelConfig,
+    device: torch.device,
+) -> None:
+    """Launch ``kernel``, whose first arguments are host-side tensor descriptors, with
+    ``config`` of ``tunable``: through ``interpreted`` (a :class:`LaunchCache` of the kernel)
+    in the CPU interpreter, compiled for the target in compile-only execution, else through
+    Triton's own launcher, the first launch of each specialization (which compiles it) turned
+    into :class:`KernelCompileError` if it fails. The tunable's name names the kernel in
+    errors."""
+    name = tunable.name
+    options = tunable.options()
     if config.options:
         options.update(config.options)
     if rt.interpreter:
-        _launch_interpreted(grid, *args, options=options, **constexprs)
+        interpreted(grid, *args, options=options, **constexprs)
         return
     target = rt.selection.execution.compile_target
     if target is not None:  # compile-only execution: compiled for the target, never run
         from .. import aot
 
-        result = aot.compile_launch(_mm_tma_kernel, "mm_tma", target, args, constexprs,
+        result = aot.compile_launch(kernel, name, target, args, constexprs,
                                     config.num_warps, config.num_stages, options)
         if result.error is not None:
-            raise KernelCompileError(f"mm_tma: {result.error}")
+            raise KernelCompileError(f"{name}: {result.error}")
         return
     # Triton's own launcher (host tensor descriptors): not a launch the native dispatch
     # layer can repeat
     recording.impure = True
-    launch = _mm_tma_kernel[grid]
-    key = (device.index, args[0].base.dtype, tuple(constexprs.items()), config.describe(),
+    launch = kernel[grid]
+    key = (name, device.index, args[0].base.dtype, tuple(constexprs.items()), config.describe(),
            repr(sorted(options.items())))
     if key in _launched:
         launch(*args, num_warps=config.num_warps, num_stages=config.num_stages, **options, **constexprs)
@@ -380,6 +401,6 @@ def _run(
     try:  # the first launch of a specialization compiles it
         launch(*args, num_warps=config.num_warps, num_stages=config.num_stages, **options, **constexprs)
     except Exception as exc:
-        raise KernelCompileError(f"mm_tma: {type(exc).__name__}: {exc}") from exc
+        raise KernelCompileError(f"{name}: {type(exc).__name__}: {exc}") from exc
     with _launched_lock:
         _launched.add(key)

@@ -1,0 +1,204 @@
+"""Convolution over tensor descriptors (TMA): a 2-d convolution of unit stride, channels-last
+16-bit operands, on chips whose limits declare tensor descriptors (NVIDIA Hopper and later);
+conv.py's gather map takes it where :func:`applies`.
+
+An implicit GEMM whose rows are a tile of output positions of one image, ``TILE_H`` rows by
+``TILE_W`` columns, and whose K runs over the taps and, in ``BLOCK_K`` slices, the input
+channels. With unit stride the input rows a tap needs for that tile are again a
+``TILE_H x TILE_W`` box of the input, shifted by the tap: one bulk copy by the TMA unit from a
+4-d descriptor of the input (N, H, W, C), at coordinates that may lie outside the image (the
+padding), which the copy fills with zeros. So the kernel has no address arithmetic or masks
+in its main loop, and the compiler pipelines the copies as it does a GEMM's. The weight,
+(C_out, R, S, C) in channels-last, is read as ``(BLOCK_N, 1, 1, BLOCK_K)`` boxes; the result
+is written through a descriptor of the output (N, P, Q, C_out), clipped at the image's edges.
+The box is reshaped to the (TILE_H * TILE_W, BLOCK_K) operand of the product.
+
+Scope: ungrouped 2-d maps (3-d form with unit depth), unit stride, any padding and dilation,
+float16 and bfloat16, channels of a multiple of 8 (a descriptor's strides are multiples of 16
+bytes), input, weight and output with unit channel stride (channels-last; an NCHW weight is
+repacked). Sums in fp32, the bias added in the epilogue. The data gradient of such a map is one
+too (conv.py's scatter map of unit stride: negative padding and dilation, the weight's channel
+dims swapped, which is repacked). Strided maps, groups, 1-d and 3-d keep conv.py's kernels. The launch goes through Triton's own launcher
+(descriptors are new objects per call, see :func:`gemm_tma.run_described`). The tunable is
+"conv_tma"; ``GEMS_CONV_TMA=0`` turns the kernel off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from .. import runtime, settings
+from ..contract import KernelConfig
+from ..launch_cache import LaunchCache
+from ..tuning import Tunable
+from . import gemm_tma
+from .gemm_common import _bucket
+
+
+def _configs(*tiles: tuple[int, int, int, int, int, int]) -> list[KernelConfig]:
+    return [KernelConfig({"TILE_H": h, "TILE_W": w, "BLOCK_N": n, "BLOCK_K": k}, num_warps=warps, num_stages=stages)
+            for h, w, n, k, warps, stages in tiles]
+
+
+CONV_TMA = Tunable(
+    "conv_tma",
+    params=("TILE_H", "TILE_W", "BLOCK_N", "BLOCK_K"),
+    # the first is used where nothing is benchmarked; shared memory (16-bit): stages x the
+    # input and weight boxes, plus the staged output box
+    defaults=_configs((8, 16, 128, 64, 8, 3),  # 128 KB
+                      (8, 8, 64, 64, 4, 4),  # 72 KB
+                      (8, 16, 64, 64, 4, 4),  # 112 KB
+                      (16, 8, 128, 64, 8, 3),  # 128 KB
+                      (8, 16, 256, 64, 8, 3),  # 208 KB
+                      (16, 16, 128, 64, 8, 3)),  # 208 KB
+    description="2-d convolution of unit stride over tensor descriptors: TILE_H x TILE_W output "
+    "positions of one image x BLOCK_N channels a program, K (taps x channels) in BLOCK_K slices",
+)
+DTYPES = (torch.float16, torch.bfloat16)
+
+
+@triton.jit
+def _conv_tma_kernel(
+    x_desc,  # input (N, H, W, C) in (1, TILE_H, TILE_W, BLOCK_K) boxes
+    w_desc,  # weight (C_out, R, S, C) in (BLOCK_N, 1, 1, BLOCK_K) boxes
+    y_desc,  # output (N, P, Q, C_out) in (1, TILE_H, TILE_W, BLOCK_N) boxes
+    bias_ptr,  # (C_out,) when HAS_BIAS
+    P,
+    Q,
+    C,
+    C_OUT,
+    R,
+    S,
+    pad_h,
+    pad_w,
+    dil_h,
+    dil_w,
+    HAS_BIAS: tl.constexpr,
+    TILE_H: tl.constexpr,
+    TILE_W: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    # y[n, p, q, o] = sum over (r, s, c) of x[n, p + r * dil_h - pad_h, q + s * dil_w - pad_w, c]
+    #                 * w[o, r, s, c] (+ bias[o])
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(C_OUT, BLOCK_N)
+    tiles_q = tl.cdiv(Q, TILE_W)
+    tiles_p = tl.cdiv(P, TILE_H)
+    # the channel tiles of one box of positions run side by side: they read the same input
+    pid_n = pid % tiles_n
+    rest = pid // tiles_n
+    q0 = (rest % tiles_q) * TILE_W
+    rest = rest // tiles_q
+    p0 = (rest % tiles_p) * TILE_H
+    n = rest // tiles_p
+    o0 = pid_n * BLOCK_N
+    c_steps = tl.cdiv(C, BLOCK_K)
+    acc = tl.zeros((TILE_H * TILE_W, BLOCK_N), dtype=tl.float32)
+    for i in range(0, R * S * c_steps):
+        tap = i // c_steps
+        c0 = (i - tap * c_steps) * BLOCK_K
+        r = tap // S
+        s = tap - r * S
+        a = x_desc.load([n, p0 + r * dil_h - pad_h, q0 + s * dil_w - pad_w, c0])
+        b = w_desc.load([o0, r, s, c0])
+        acc = tl.dot(tl.reshape(a, (TILE_H * TILE_W, BLOCK_K)), tl.trans(tl.reshape(b, (BLOCK_N, BLOCK_K))), acc)
+    if HAS_BIAS:
+        rn = o0 + tl.arange(0, BLOCK_N)
+        acc += tl.load(bias_ptr + rn, mask=rn < C_OUT, other=0.0).to(tl.float32)[None, :]
+    y_desc.store([n, p0, q0, o0], tl.reshape(acc.to(y_desc.dtype), (1, TILE_H, TILE_W, BLOCK_N)))
+
+
+#: the interpreter's launch path (any argument types); compiled launches bypass it
+_launch_interpreted = LaunchCache(_conv_tma_kernel, name="conv_tma")
+
+
+def _channels_last(t: torch.Tensor) -> torch.Tensor | None:
+    """(N, C, H, W) ``t`` as the (N, H, W, C) view a descriptor can describe (unit channel
+    stride, the others multiples of 16 bytes, a 16-byte aligned base), or None."""
+    view = t.permute(0, 2, 3, 1)
+    size = t.element_size()
+    if view.stride(3) != 1 or view.data_ptr() % 16 or any(st * size % 16 for st in view.stride()[:3]):
+        return None
+    return view
+
+
+def _fits(limit: int | None = None) -> Any:
+    """Whether a config's pipeline (stages x the two boxes) and its staged output box fit
+    ``limit`` bytes of shared memory (default: the chip's), 16-bit elements."""
+    if limit is None:
+        limit = runtime.current().limits.shared_memory_per_block
+
+    def admit(config: KernelConfig) -> bool:
+        p = config.params
+        rows = p["TILE_H"] * p["TILE_W"]
+        staged = max(config.num_stages, 1) * (rows + p["BLOCK_N"]) * p["BLOCK_K"] * 2
+        return staged + rows * p["BLOCK_N"] * 2 <= limit
+
+    return admit
+
+
+def applies(a: torch.Tensor, y: torch.Tensor, stride: tuple[int, int, int], padding: tuple[int, int, int],
+            kernel: tuple[int, int, int], groups: int) -> bool:
+    """Whether this kernel computes a gather map of (N, C, D, H, W) ``a`` into ``y`` (see the
+    module's scope); padding and dilation may be negative (the data gradient's)."""
+    if a.dtype not in DTYPES or groups != 1 or stride != (1, 1, 1) or kernel[0] != 1 or padding[0] != 0:
+        return False
+    if a.shape[2] != 1 or y.shape[2] != 1 or a.shape[1] % 8 or y.shape[1] % 8 or a.shape[1] < 16:
+        return False
+    if not settings.get("GEMS_CONV_TMA") or gemm_tma.TensorDescriptor is None:
+        return False
+    if runtime.current().interpreter and a.dtype == torch.bfloat16:
+        return False  # the interpreter multiplies bf16 storage bits in tl.dot
+    if _channels_last(a[:, :, 0]) is None or _channels_last(y[:, :, 0]) is None:
+        return False
+    return gemm_tma.supported(a.device) and any(_fits()(config) for config in CONV_TMA.configs())
+
+
+def launch(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor,
+           padding: tuple[int, int, int], dilation: tuple[int, int, int], weight_kc_dim: int) -> None:
+    """y = the gather map of ``a`` by ``w`` (+ bias), all in 3-d form, where :func:`applies`;
+    the weight's dim ``weight_kc_dim`` runs over a's channels (1: a convolution's weight; 0:
+    its transpose, as the data gradient reads it), and is repacked channels-last where its
+    (out channels, R, S, in channels) view does not have a unit channel stride."""
+    TensorDescriptor = gemm_tma.TensorDescriptor
+    x = _channels_last(a[:, :, 0])
+    weight = w[:, :, 0] if weight_kc_dim == 1 else w[:, :, 0].transpose(0, 1)
+    if _channels_last(weight) is None:
+        weight = weight.contiguous(memory_format=torch.channels_last)
+    w4 = _channels_last(weight)
+    assert x is not None and w4 is not None
+    out = _channels_last(y[:, :, 0])
+    assert out is not None
+    (n, _, _, c), (c_out, r, s, _), (_, p, q, _) = x.shape, w4.shape, out.shape
+    bias_arg = y if bias is None else bias  # a placeholder pointer when there is no bias
+    rt = runtime.current()
+    sizes = (p, q, c, c_out, r, s, padding[1], padding[2], dilation[1], dilation[2])
+
+    def run(config: KernelConfig, target: torch.Tensor) -> None:
+        params = config.params
+        th, tw, block_n, block_k = params["TILE_H"], params["TILE_W"], params["BLOCK_N"], params["BLOCK_K"]
+        block_k = min(block_k, max(16, triton.next_power_of_2(c)))
+        block_n = min(block_n, max(16, triton.next_power_of_2(c_out)))
+        target_view = _channels_last(target[:, :, 0])
+        assert target_view is not None
+        descriptors = (TensorDescriptor(x, list(x.shape), list(x.stride()), [1, th, tw, block_k]),
+                       TensorDescriptor(w4, list(w4.shape), list(w4.stride()), [block_n, 1, 1, block_k]),
+                       TensorDescriptor(target_view, list(target_view.shape), list(target_view.stride()),
+                                        [1, th, tw, block_n]))
+        grid = (n * triton.cdiv(p, th) * triton.cdiv(q, tw) * triton.cdiv(c_out, block_n),)
+        constexprs = {"HAS_BIAS": bias is not None, "TILE_H": th, "TILE_W": tw, "BLOCK_N": block_n,
+                      "BLOCK_K": block_k}
+        gemm_tma.run_described(_conv_tma_kernel, _launch_interpreted, CONV_TMA, rt, grid,
+                               (*descriptors, bias_arg, *sizes), constexprs, config, target.device)
+
+    def bench(config: KernelConfig) -> float:
+        scratch = torch.empty_strided(y.shape, y.stride(), dtype=y.dtype, device=y.device)
+        return float(triton.testing.do_bench(lambda: run(config, scratch)))
+
+    key = (str(a.dtype), _bucket(n * p * q), _bucket(c_out), _bucket(c), r, s)
+    run(CONV_TMA.choose(key, bench, _fits()), y)
