@@ -30,6 +30,7 @@ CL = torch.channels_last
 #: small boxes: several position boxes, channel tiles and channel slices a call, the last of
 #: each cut by the edge
 SMALL = KernelConfig({"TILE_H": 4, "TILE_W": 4, "BLOCK_N": 16, "BLOCK_K": 16}, num_warps=4, num_stages=2)
+SMALL_WEIGHT = KernelConfig({"TILE_H": 4, "TILE_W": 4, "BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=2)
 
 
 def _modules() -> tuple[Any, Any]:
@@ -41,22 +42,27 @@ def _modules() -> tuple[Any, Any]:
 
 @pytest.fixture()
 def hopper(monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[int, ...], int]]:
-    """The chip check says yes; returns (the weight's shape, its dim over the input channels)
-    of each TMA launch reached."""
+    """The chip check says yes; returns (the weight's shape, its dim over the input channels;
+    -1 for the weight gradient) of each TMA launch reached."""
     _, conv_tma = _modules()
     from gems_core.ops import gemm_tma
 
     monkeypatch.setattr(gemm_tma, "supported", lambda device: True)
     monkeypatch.delenv("GEMS_CONV_TMA", raising=False)
     launches: list[tuple[tuple[int, ...], int]] = []
-    original = conv_tma.launch
+    original, original_weight_grad = conv_tma.launch, conv_tma.launch_weight_grad
 
     def launch(a: torch.Tensor, w: torch.Tensor, bias: Any, y: torch.Tensor, padding: Any, dilation: Any,
                weight_kc_dim: int) -> None:
         launches.append((tuple(w.shape), weight_kc_dim))
         original(a, w, bias, y, padding, dilation, weight_kc_dim)
 
+    def launch_weight_grad(grad: torch.Tensor, x: torch.Tensor, dw: torch.Tensor, *args: Any) -> None:
+        launches.append((tuple(dw.shape), -1))
+        original_weight_grad(grad, x, dw, *args)
+
     monkeypatch.setattr(conv_tma, "launch", launch)
+    monkeypatch.setattr(conv_tma, "launch_weight_grad", launch_weight_grad)
     return launches
 
 
@@ -86,14 +92,15 @@ CASES = [
 def test_forward_and_data_gradient_match_float64(hopper: list[tuple[tuple[int, ...], int]], case: tuple[Any, ...],
                                                  weight_layout: str) -> None:
     """The forward (with a bias) and the input's gradient take the TMA kernel (the gradient:
-    the weight with its channel dims swapped, repacked), and agree with float64 ATen; an NCHW
-    weight is repacked too. The weight's gradient keeps conv.py's kernel."""
+    the weight with its channel dims swapped, repacked), the weight's gradient the TMA weight
+    gradient kernel, and all agree with float64 ATen; an NCHW weight is repacked too."""
     _, x_shape, w_shape, keywords = case
     x = _rand(*x_shape, seed=1).requires_grad_()
     w = _rand(*w_shape, seed=2, layout=CL if weight_layout == "channels-last" else torch.contiguous_format)
     w = (w * 0.25).requires_grad_()
     b = _rand(w_shape[0], seed=3, layout=torch.contiguous_format).requires_grad_()
-    with tuning.forcing(lambda tunable: SMALL if tunable.name == "conv_tma" else tunable.configs()[0]), \
+    small = {"conv_tma": SMALL, "conv_tma_weight_grad": SMALL_WEIGHT}
+    with tuning.forcing(lambda tunable: small.get(tunable.name, tunable.configs()[0])), \
             gems_core.use_gems(include=OPS):
         y = F.conv2d(x, w, b, **keywords)
         grad = _rand(*y.shape, seed=4)
@@ -105,7 +112,33 @@ def test_forward_and_data_gradient_match_float64(hopper: list[tuple[tuple[int, .
     for got, expected in zip((dx, dw, db), torch.autograd.grad(want, wide, grad.cpu().double())):
         _close(got, expected)
     # the forward by the weight, the data gradient by its transpose
-    assert hopper == [(w_shape[:2] + (1,) + w_shape[2:], 1), (w_shape[:2] + (1,) + w_shape[2:], 0)]
+    weight = w_shape[:2] + (1,) + w_shape[2:]
+    assert sorted(hopper) == sorted([(weight, 1), (weight, 0), (weight, -1)])
+
+
+def test_weight_gradient_split_over_position_boxes(hopper: list[tuple[tuple[int, ...], int]],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chip of many compute units: the weight gradient's position boxes (18 of them) are
+    split into slices whose fp32 partials are summed; the result is the unsplit one's."""
+    conv, conv_tma = _modules()
+    x, grad = _rand(2, 16, 9, 10, seed=12), _rand(2, 24, 9, 10, seed=13)
+    want = torch.ops.aten.convolution_backward(grad.cpu().double(), x.cpu().double(), torch.empty(24, 16, 3, 3).double(),
+                                               None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [False, True, False])[1]
+    launches: list[tuple[int, ...]] = []
+    original = conv_tma.gemm_tma.run_described
+
+    def run_described(kernel: Any, *args: Any) -> None:
+        launches.append(args[3])  # the grid: (channel tiles, taps, slices)
+        original(kernel, *args)
+
+    monkeypatch.setattr(conv_tma.gemm_tma, "run_described", run_described)
+    monkeypatch.setattr(conv_tma.runtime, "compute_units", lambda *device: 10_000)
+    dw = torch.empty(24, 16, 3, 3, dtype=torch.float16, device=DEVICE).contiguous(memory_format=CL)
+    with tuning.forcing(lambda tunable: SMALL_WEIGHT):
+        conv._weight_grad(conv._as_3d(grad), conv._as_3d(x), conv._as_3d(dw), conv._Geometry(
+            (1, 1, 1), (0, 1, 1), (1, 1, 1), (1, 3, 3), 1))
+    _close(dw, want)
+    assert launches == [(2, 9, 4)]  # 2 x 1 channel tiles, 9 taps, 18 boxes in slices of 5
 
 
 def test_out_argument_and_a_strided_slice_of_channels(hopper: list[tuple[tuple[int, ...], int]]) -> None:
@@ -153,8 +186,8 @@ def test_which_calls_take_it(hopper: list[tuple[tuple[int, ...], int]], monkeypa
 def test_tunable_configs_fit_hopper() -> None:
     _, conv_tma = _modules()
     admit = conv_tma._fits(227 * 1024)
-    for config in conv_tma.CONV_TMA.configs():
-        conv_tma.CONV_TMA.validate(config)
+    for tunable, config in [(t, c) for t in (conv_tma.CONV_TMA, conv_tma.CONV_TMA_WEIGHT) for c in t.configs()]:
+        tunable.validate(config)
         assert admit(config), config.describe()
         rows = config.params["TILE_H"] * config.params["TILE_W"]
         assert rows & (rows - 1) == 0  # the box is reshaped to a power-of-two operand
@@ -173,10 +206,10 @@ _AOT_SCRIPT = textwrap.dedent("""
     y = conv._as_3d(torch.empty(8, 128, 28, 28, dtype=torch.bfloat16).contiguous(memory_format=cl))
     bias = torch.empty(128, dtype=torch.bfloat16)
     assert conv_tma.applies(a, y, (1, 1, 1), (0, 1, 1), (1, 3, 3), 1)
-    first = conv_tma.CONV_TMA.configs()[0]
     done = []
-    with aot.observe(done.append), tuning.forcing(lambda t: first):
+    with aot.observe(done.append), tuning.forcing(lambda t: t.configs()[0]):
         conv_tma.launch(a, w, bias, y, (0, 1, 1), (1, 1, 1), 1)
+        conv_tma.launch_weight_grad(y, a, w, (0, 1, 1), (1, 1, 1))
     limit = runtime.current().limits.shared_memory_per_block
     print(json.dumps([
         {"name": r.name, "error": r.error,
@@ -188,12 +221,12 @@ _AOT_SCRIPT = textwrap.dedent("""
 
 
 def test_compiles_ahead_of_time_for_sm90() -> None:
-    """The kernel compiles for sm_90 with bulk tensor copies and wgmma products, within the
-    chip's shared memory and without spills (the first config, a bias)."""
+    """Both kernels compile for sm_90 with bulk tensor copies and wgmma products, within the
+    chip's shared memory and without spills (their first configs; the forward with a bias)."""
     outcome, _ = compile_only.run(_AOT_SCRIPT)
-    compiles = [r for r in outcome if r["name"] == "conv_tma"]
-    assert len(compiles) == 1
-    (r,) = compiles
-    assert r["error"] is None, r["error"]
-    assert r["ptx"] == {"cp.async.bulk.tensor": True, "wgmma.mma_async": True}
-    assert r["usage"]["shared"] <= r["limit"] and not r["usage"].get("spills")
+    compiles = {r["name"]: r for r in outcome if r["name"].startswith("conv_tma")}
+    assert set(compiles) == {"conv_tma", "conv_tma_weight_grad"}
+    for r in compiles.values():
+        assert r["error"] is None, r["error"]
+        assert r["ptx"] == {"cp.async.bulk.tensor": True, "wgmma.mma_async": True}
+        assert r["usage"]["shared"] <= r["limit"] and not r["usage"].get("spills")

@@ -33,7 +33,7 @@ kernel, a vision transformer's patch embedding), after one copy of the patches i
 (:func:`unit_form`, :func:`patches_form`), which a backend that leaves convolution to ATen
 may keep on gems. On chips with tensor descriptors, a 2-d map of unit stride over
 channels-last 16-bit tensors (and so its data gradient) takes conv_tma.py's kernel, whose
-operand boxes the TMA unit copies. One channel per group
+operand boxes the TMA unit copies, and its weight gradient conv_tma.py's other one. One channel per group
 (depthwise) takes a direct kernel: a tile of positions x channels, one multiply-add per tap.
 The bias is added in the epilogue.
 
@@ -708,6 +708,9 @@ def _weight_grad(grad: torch.Tensor, x: torch.Tensor, dw: torch.Tensor, geo: _Ge
     m = grad.shape[0] * grad.shape[2] * grad.shape[3] * grad.shape[4]
     if m == 0:
         dw.zero_()
+        return
+    if mc >= 16 and conv_tma.applies(x, grad, geo.stride, geo.padding, geo.kernel, geo.groups):
+        conv_tma.launch_weight_grad(grad, x, dw, geo.padding, geo.dilation)
         return
     acc = acc_dtype(x.dtype)
     constexprs = _product_args(x.dtype)

@@ -18,9 +18,13 @@ float16 and bfloat16, channels of a multiple of 8 (a descriptor's strides are mu
 bytes), input, weight and output with unit channel stride (channels-last; an NCHW weight is
 repacked). Sums in fp32, the bias added in the epilogue. The data gradient of such a map is one
 too (conv.py's scatter map of unit stride: negative padding and dilation, the weight's channel
-dims swapped, which is repacked). Strided maps, groups, 1-d and 3-d keep conv.py's kernels. The launch goes through Triton's own launcher
-(descriptors are new objects per call, see :func:`gemm_tma.run_described`). The tunable is
-"conv_tma"; ``GEMS_CONV_TMA=0`` turns the kernel off.
+dims swapped, which is repacked). The weight gradient is a second kernel over the same boxes:
+a program sums, for one tap and a tile of (out, in) channels, the products of the output
+gradient's box of positions with the input's box shifted by the tap, over a slice of the
+boxes (slices fill the chip; their fp32 partials are summed in order). Strided maps, groups,
+1-d and 3-d keep conv.py's kernels. The launch goes through Triton's own launcher
+(descriptors are new objects per call, see :func:`gemm_tma.run_described`). The tunables are
+"conv_tma" and "conv_tma_weight_grad"; ``GEMS_CONV_TMA=0`` turns both kernels off.
 """
 
 from __future__ import annotations
@@ -58,7 +62,24 @@ CONV_TMA = Tunable(
     description="2-d convolution of unit stride over tensor descriptors: TILE_H x TILE_W output "
     "positions of one image x BLOCK_N channels a program, K (taps x channels) in BLOCK_K slices",
 )
+CONV_TMA_WEIGHT = Tunable(
+    "conv_tma_weight_grad",
+    params=("TILE_H", "TILE_W", "BLOCK_M", "BLOCK_N"),
+    defaults=[KernelConfig({"TILE_H": h, "TILE_W": w, "BLOCK_M": m, "BLOCK_N": n}, num_warps=warps,
+                           num_stages=stages)
+              for h, w, m, n, warps, stages in ((8, 16, 128, 64, 8, 3),  # 72 KB
+                                                (8, 8, 64, 64, 4, 4),  # 64 KB
+                                                (8, 16, 64, 64, 4, 4),  # 128 KB
+                                                (8, 16, 128, 128, 8, 3),  # 192 KB
+                                                (16, 8, 64, 128, 8, 3))],  # 144 KB
+    description="the weight gradient of a 2-d convolution of unit stride over tensor descriptors: "
+    "BLOCK_M output x BLOCK_N input channels of one tap a program, the positions in TILE_H x TILE_W "
+    "boxes, split over the boxes to fill the chip",
+)
 DTYPES = (torch.float16, torch.bfloat16)
+#: the weight gradient's split over position boxes: the fewest boxes a slice, the most slices
+_MIN_BOXES_PER_SLICE = 4
+_MAX_SLICES = 64
 
 
 @triton.jit
@@ -113,8 +134,68 @@ def _conv_tma_kernel(
     y_desc.store([n, p0, q0, o0], tl.reshape(acc.to(y_desc.dtype), (1, TILE_H, TILE_W, BLOCK_N)))
 
 
-#: the interpreter's launch path (any argument types); compiled launches bypass it
+@triton.jit
+def _conv_tma_weight_grad_kernel(
+    g_desc,  # the output's gradient (N, P, Q, C_out) in (1, TILE_H, TILE_W, BLOCK_M) boxes
+    x_desc,  # the input (N, H, W, C) in (1, TILE_H, TILE_W, BLOCK_N) boxes
+    dw_ptr,  # (slices, C_out, C, R, S) through strides sd_*: a slice's sum of its boxes
+    P,
+    Q,
+    C,
+    C_OUT,
+    S,
+    pad_h,
+    pad_w,
+    dil_h,
+    dil_w,
+    boxes,  # N * cdiv(P, TILE_H) * cdiv(Q, TILE_W)
+    boxes_per_slice,
+    sd_slice,
+    sd_o,
+    sd_c,
+    sd_r,
+    sd_s,
+    TILE_H: tl.constexpr,
+    TILE_W: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    INT64: tl.constexpr,
+):
+    # dw[o, c, r, s] = sum over (n, p, q) of dy[n, p, q, o] * x[n, p + r * dil_h - pad_h, q + s * dil_w - pad_w, c];
+    # program (channel tile, tap, slice of the position boxes). Positions past the output's edge
+    # read zeros from dy's descriptor, so whatever x holds there adds nothing.
+    tile = tl.program_id(0)
+    tap = tl.program_id(1)
+    piece = tl.program_id(2)
+    tiles_c = tl.cdiv(C, BLOCK_N)
+    o0 = (tile // tiles_c) * BLOCK_M
+    c0 = (tile % tiles_c) * BLOCK_N
+    r = tap // S
+    s = tap - r * S
+    tiles_q = tl.cdiv(Q, TILE_W)
+    tiles_p = tl.cdiv(P, TILE_H)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    start = piece * boxes_per_slice
+    for box in range(start, tl.minimum(start + boxes_per_slice, boxes)):
+        q0 = (box % tiles_q) * TILE_W
+        rest = box // tiles_q
+        p0 = (rest % tiles_p) * TILE_H
+        n = rest // tiles_p
+        g = tl.reshape(g_desc.load([n, p0, q0, o0]), (TILE_H * TILE_W, BLOCK_M))
+        x = tl.reshape(x_desc.load([n, p0 + r * dil_h - pad_h, q0 + s * dil_w - pad_w, c0]), (TILE_H * TILE_W, BLOCK_N))
+        acc = tl.dot(tl.trans(g), x, acc)
+    ro = o0 + tl.arange(0, BLOCK_M)
+    rc = c0 + tl.arange(0, BLOCK_N)
+    if INT64:
+        piece = piece.to(tl.int64)
+        ro = ro.to(tl.int64)
+    offsets = piece * sd_slice + r * sd_r + s * sd_s + ro[:, None] * sd_o + rc[None, :] * sd_c
+    tl.store(dw_ptr + offsets, acc.to(dw_ptr.dtype.element_ty), mask=(ro[:, None] < C_OUT) & (rc[None, :] < C))
+
+
+#: the interpreter's launch paths (any argument types); compiled launches bypass them
 _launch_interpreted = LaunchCache(_conv_tma_kernel, name="conv_tma")
+_launch_weight_grad_interpreted = LaunchCache(_conv_tma_weight_grad_kernel, name="conv_tma_weight_grad")
 
 
 def _channels_last(t: torch.Tensor) -> torch.Tensor | None:
@@ -129,13 +210,16 @@ def _channels_last(t: torch.Tensor) -> torch.Tensor | None:
 
 def _fits(limit: int | None = None) -> Any:
     """Whether a config's pipeline (stages x the two boxes) and its staged output box fit
-    ``limit`` bytes of shared memory (default: the chip's), 16-bit elements."""
+    ``limit`` bytes of shared memory (default: the chip's), 16-bit elements; for the weight
+    gradient's configs the two position boxes, its result through registers."""
     if limit is None:
         limit = runtime.current().limits.shared_memory_per_block
 
     def admit(config: KernelConfig) -> bool:
         p = config.params
         rows = p["TILE_H"] * p["TILE_W"]
+        if "BLOCK_K" not in p:
+            return max(config.num_stages, 1) * rows * (p["BLOCK_M"] + p["BLOCK_N"]) * 2 <= limit
         staged = max(config.num_stages, 1) * (rows + p["BLOCK_N"]) * p["BLOCK_K"] * 2
         return staged + rows * p["BLOCK_N"] * 2 <= limit
 
@@ -202,3 +286,56 @@ def launch(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch
 
     key = (str(a.dtype), _bucket(n * p * q), _bucket(c_out), _bucket(c), r, s)
     run(CONV_TMA.choose(key, bench, _fits()), y)
+
+
+def launch_weight_grad(grad: torch.Tensor, x: torch.Tensor, dw: torch.Tensor, padding: tuple[int, int, int],
+                       dilation: tuple[int, int, int]) -> None:
+    """dw (C_out, C, 1, R, S) = the weight gradient of the gather map from ``x`` to ``grad``'s
+    positions (3-d form), where :func:`applies` to (x, grad) and both have 16 channels or
+    more. The positions are split into slices that fill the chip; their fp32 partials are
+    summed in order."""
+    from .gemm_common import _INT32_MAX
+    from .gemm_decode import _REDUCE_BLOCK, _launch_reduce
+
+    TensorDescriptor = gemm_tma.TensorDescriptor
+    g4, x4 = _channels_last(grad[:, :, 0]), _channels_last(x[:, :, 0])
+    assert g4 is not None and x4 is not None
+    (n, p, q, c_out), c = g4.shape, x4.shape[3]
+    r, s = dw.shape[3], dw.shape[4]
+    rt = runtime.current()
+    units = runtime.compute_units(x.device.type, x.device.index)
+
+    def run(config: KernelConfig, target: torch.Tensor) -> None:
+        params = config.params
+        th, tw = params["TILE_H"], params["TILE_W"]
+        block_m = min(params["BLOCK_M"], max(16, triton.next_power_of_2(c_out)))
+        block_n = min(params["BLOCK_N"], max(16, triton.next_power_of_2(c)))
+        tiles = triton.cdiv(c_out, block_m) * triton.cdiv(c, block_n)
+        boxes = n * triton.cdiv(p, th) * triton.cdiv(q, tw)
+        slices = max(1, min(triton.cdiv(units, tiles * r * s), boxes // _MIN_BOXES_PER_SLICE, _MAX_SLICES))
+        per_slice = triton.cdiv(boxes, slices)
+        slices = triton.cdiv(boxes, per_slice)
+        # the slices' partials in the target's layout, so that their sum is a flat one
+        out = target.unsqueeze(0) if slices == 1 else torch.empty_strided(
+            (slices, *target.shape), (target.numel(), *target.stride()), dtype=torch.float32, device=target.device)
+        descriptors = (TensorDescriptor(g4, list(g4.shape), list(g4.stride()), [1, th, tw, block_m]),
+                       TensorDescriptor(x4, list(x4.shape), list(x4.stride()), [1, th, tw, block_n]))
+        strides = (out.stride(0), out.stride(1), out.stride(2), out.stride(4), out.stride(5))
+        args = (*descriptors, out, p, q, c, c_out, s, padding[1], padding[2], dilation[1], dilation[2],
+                boxes, per_slice, *strides)
+        constexprs = {"TILE_H": th, "TILE_W": tw, "BLOCK_M": block_m, "BLOCK_N": block_n,
+                      "INT64": max(slices * target.numel(), out.numel()) > _INT32_MAX // 2}
+        gemm_tma.run_described(_conv_tma_weight_grad_kernel, _launch_weight_grad_interpreted, CONV_TMA_WEIGHT,
+                               rt, (tiles, r * s, slices), args, constexprs, config, target.device)
+        if slices > 1:
+            size = target.numel()
+            _launch_reduce((triton.cdiv(size, _REDUCE_BLOCK),), out, target, target, 1, size, slices, 0, 1, 0, 0,
+                           1.0, 0.0, options=CONV_TMA_WEIGHT.options(), BLOCK=_REDUCE_BLOCK, HAS_BIAS=False,
+                           INT64=slices * size > _INT32_MAX)
+
+    def bench(config: KernelConfig) -> float:
+        scratch = torch.empty_like(dw)
+        return float(triton.testing.do_bench(lambda: run(config, scratch)))
+
+    key = (str(x.dtype), _bucket(n * p * q), _bucket(c_out), _bucket(c), r, s)
+    run(CONV_TMA_WEIGHT.choose(key, bench, _fits()), dw)
