@@ -52,10 +52,10 @@ def hopper(monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[int, ...], int]]
     launches: list[tuple[tuple[int, ...], int]] = []
     original, original_weight_grad = conv_tma.launch, conv_tma.launch_weight_grad
 
-    def launch(a: torch.Tensor, w: torch.Tensor, bias: Any, y: torch.Tensor, padding: Any, dilation: Any,
-               weight_kc_dim: int) -> None:
+    def launch(a: torch.Tensor, w: torch.Tensor, bias: Any, y: torch.Tensor, stride: Any, padding: Any,
+               dilation: Any, weight_kc_dim: int) -> None:
         launches.append((tuple(w.shape), weight_kc_dim))
-        original(a, w, bias, y, padding, dilation, weight_kc_dim)
+        original(a, w, bias, y, stride, padding, dilation, weight_kc_dim)
 
     def launch_weight_grad(grad: torch.Tensor, x: torch.Tensor, dw: torch.Tensor, *args: Any) -> None:
         launches.append((tuple(dw.shape), -1))
@@ -76,14 +76,19 @@ def _close(got: torch.Tensor, want: torch.Tensor) -> None:
     torch.testing.assert_close(got.double().cpu(), want.cpu(), atol=1e-2, rtol=4e-3)
 
 
-#: (label, input (N, C, H, W), weight (C_out, C, R, S), keywords): channels not a multiple of
-#: the slice (24 of 16), out channels not one of the tile (40 of 16), heights and widths that
-#: cut the 4 x 4 boxes
+#: (label, input (N, C, H, W), weight (C_out, C, R, S), keywords, the data gradient's launches:
+#: one per phase of the stride that some tap reaches): channels not a multiple of the slice (24
+#: of 16), out channels not one of the tile (40 of 16), heights and widths that cut the 4 x 4
+#: boxes; strides of 2 with taps in both phases, in one (an even dilation), a 1x1
 CASES = [
-    ("3x3 padded", (2, 24, 7, 9), (40, 24, 3, 3), {"padding": 1}),
-    ("dilated", (1, 16, 9, 8), (16, 16, 3, 3), {"padding": 2, "dilation": 2}),
-    ("5x5 unpadded", (1, 32, 9, 10), (24, 32, 5, 5), {}),
-    ("3x1 uneven padding", (2, 16, 6, 5), (16, 16, 3, 1), {"padding": (1, 0)}),
+    ("3x3 padded", (2, 24, 7, 9), (40, 24, 3, 3), {"padding": 1}, 1),
+    ("dilated", (1, 16, 9, 8), (16, 16, 3, 3), {"padding": 2, "dilation": 2}, 1),
+    ("5x5 unpadded", (1, 32, 9, 10), (24, 32, 5, 5), {}, 1),
+    ("3x1 uneven padding", (2, 16, 6, 5), (16, 16, 3, 1), {"padding": (1, 0)}, 1),
+    ("3x3 stride 2", (2, 16, 9, 10), (24, 16, 3, 3), {"stride": 2, "padding": 1}, 4),
+    ("stride (2, 1) dilation 2", (1, 16, 11, 8), (16, 16, 3, 3), {"stride": (2, 1), "padding": 2, "dilation": 2}, 1),
+    ("5x5 stride 2 dilation 3", (1, 16, 16, 15), (16, 16, 5, 5), {"stride": 2, "padding": 3, "dilation": 3}, 4),
+    ("1x1 stride 2", (2, 32, 8, 7), (16, 32, 1, 1), {"stride": 2}, 1),
 ]
 
 
@@ -94,7 +99,7 @@ def test_forward_and_data_gradient_match_float64(hopper: list[tuple[tuple[int, .
     """The forward (with a bias) and the input's gradient take the TMA kernel (the gradient:
     the weight with its channel dims swapped, repacked), the weight's gradient the TMA weight
     gradient kernel, and all agree with float64 ATen; an NCHW weight is repacked too."""
-    _, x_shape, w_shape, keywords = case
+    _, x_shape, w_shape, keywords, phases = case
     x = _rand(*x_shape, seed=1).requires_grad_()
     w = _rand(*w_shape, seed=2, layout=CL if weight_layout == "channels-last" else torch.contiguous_format)
     w = (w * 0.25).requires_grad_()
@@ -111,9 +116,11 @@ def test_forward_and_data_gradient_match_float64(hopper: list[tuple[tuple[int, .
     assert y.is_contiguous(memory_format=CL)
     for got, expected in zip((dx, dw, db), torch.autograd.grad(want, wide, grad.cpu().double())):
         _close(got, expected)
-    # the forward by the weight, the data gradient by its transpose
+    # the forward and the weight gradient by the weight, the data gradient by its transpose
+    # (the taps of each phase of the stride)
     weight = w_shape[:2] + (1,) + w_shape[2:]
-    assert sorted(hopper) == sorted([(weight, 1), (weight, 0), (weight, -1)])
+    assert (weight, 1) in hopper and (weight, -1) in hopper
+    assert sorted(kind for _, kind in hopper) == [-1] + [0] * phases + [1]
 
 
 def test_weight_gradient_split_over_position_boxes(hopper: list[tuple[tuple[int, ...], int]],
@@ -160,7 +167,7 @@ def test_which_calls_take_it(hopper: list[tuple[tuple[int, ...], int]], monkeypa
     conv, conv_tma = _modules()
 
     def takes(x: torch.Tensor, w: torch.Tensor, stride: int = 1, groups: int = 1, padding: int = 1) -> bool:
-        y = torch.empty(x.shape[0], w.shape[0], *x.shape[2:], dtype=x.dtype, device=DEVICE)
+        y = torch.empty(x.shape[0], w.shape[0], 4, 4, dtype=x.dtype, device=DEVICE)
         y = y.contiguous(memory_format=CL)
         return conv_tma.applies(conv._as_3d(x), conv._as_3d(y), (1, stride, stride), (0, padding, padding),
                                 (1, *w.shape[2:]), groups)
@@ -169,7 +176,9 @@ def test_which_calls_take_it(hopper: list[tuple[tuple[int, ...], int]], monkeypa
     assert takes(x, w)
     assert takes(x.to(torch.bfloat16), w.to(torch.bfloat16)) is (not runtime.current().interpreter)
     assert not takes(x.float(), w.float())  # no tensor-core path for IEEE float32
-    assert not takes(x, w, stride=2)
+    assert takes(x, w, stride=2)
+    assert not takes(x, w, stride=3)
+    assert not takes(x[:, :, :, :1], w, stride=2)  # one column: its odd phase is empty
     assert not takes(x, w[:, :8], groups=2)
     assert not takes(x.contiguous(), w)  # NCHW input: no unit channel stride
     assert not takes(_rand(1, 12, 8, 8, seed=9), _rand(16, 12, 3, 3, seed=10))  # 24-byte rows
@@ -208,8 +217,11 @@ _AOT_SCRIPT = textwrap.dedent("""
     assert conv_tma.applies(a, y, (1, 1, 1), (0, 1, 1), (1, 3, 3), 1)
     done = []
     with aot.observe(done.append), tuning.forcing(lambda t: t.configs()[0]):
-        conv_tma.launch(a, w, bias, y, (0, 1, 1), (1, 1, 1), 1)
-        conv_tma.launch_weight_grad(y, a, w, (0, 1, 1), (1, 1, 1))
+        conv_tma.launch(a, w, bias, y, (1, 1, 1), (0, 1, 1), (1, 1, 1), 1)
+        conv_tma.launch_weight_grad(y, a, w, (1, 1, 1), (0, 1, 1), (1, 1, 1))
+        half = y[:, :, :, :14, :14]  # a stride of 2: the input's four phases
+        conv_tma.launch(a, w, None, half, (1, 2, 2), (0, 1, 1), (1, 1, 1), 1)
+        conv_tma.launch_weight_grad(half, a, w, (1, 2, 2), (0, 1, 1), (1, 1, 1))
     limit = runtime.current().limits.shared_memory_per_block
     print(json.dumps([
         {"name": r.name, "error": r.error,
@@ -222,11 +234,13 @@ _AOT_SCRIPT = textwrap.dedent("""
 
 def test_compiles_ahead_of_time_for_sm90() -> None:
     """Both kernels compile for sm_90 with bulk tensor copies and wgmma products, within the
-    chip's shared memory and without spills (their first configs; the forward with a bias)."""
+    chip's shared memory and without spills (their first configs; unit stride, the forward
+    with a bias, and a stride of 2)."""
     outcome, _ = compile_only.run(_AOT_SCRIPT)
-    compiles = {r["name"]: r for r in outcome if r["name"].startswith("conv_tma")}
-    assert set(compiles) == {"conv_tma", "conv_tma_weight_grad"}
-    for r in compiles.values():
+    compiles = [r for r in outcome if r["name"].startswith("conv_tma")]
+    # the weight gradient of the strided map: a launch per phase of the stride
+    assert sorted(r["name"] for r in compiles) == ["conv_tma"] * 2 + ["conv_tma_weight_grad"] * 5
+    for r in compiles:
         assert r["error"] is None, r["error"]
         assert r["ptx"] == {"cp.async.bulk.tensor": True, "wgmma.mma_async": True}
         assert r["usage"]["shared"] <= r["limit"] and not r["usage"].get("spills")

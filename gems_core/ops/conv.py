@@ -31,7 +31,7 @@ backend's GEMM variant); so is a map over non-overlapping patches (stride equal 
 kernel, a vision transformer's patch embedding), after one copy of the patches into a
 (positions, patch) matrix. These are convolution's "unit" and "patches" forms
 (:func:`unit_form`, :func:`patches_form`), which a backend that leaves convolution to ATen
-may keep on gems. On chips with tensor descriptors, a 2-d map of unit stride over
+may keep on gems. On chips with tensor descriptors, a 2-d map of stride 1 or 2 over
 channels-last 16-bit tensors (and so its data gradient) takes conv_tma.py's kernel, whose
 operand boxes the TMA unit copies, and its weight gradient conv_tma.py's other one. One channel per group
 (depthwise) takes a direct kernel: a tile of positions x channels, one multiply-add per tap.
@@ -537,7 +537,7 @@ def _gemm(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch.
         _depthwise(a, w, bias, y, geo, weight_kc_dim)
         return
     if conv_tma.applies(a, y, geo.stride, geo.padding, geo.kernel, geo.groups):
-        conv_tma.launch(a, w, bias, y, geo.padding, geo.dilation, weight_kc_dim)
+        conv_tma.launch(a, w, bias, y, geo.stride, geo.padding, geo.dilation, weight_kc_dim)
         return
     w = _along_channels(w, geo)
     sw_k, sw_n = w.stride(weight_kc_dim), w.stride(1 - weight_kc_dim)
@@ -710,7 +710,7 @@ def _weight_grad(grad: torch.Tensor, x: torch.Tensor, dw: torch.Tensor, geo: _Ge
         dw.zero_()
         return
     if mc >= 16 and conv_tma.applies(x, grad, geo.stride, geo.padding, geo.kernel, geo.groups):
-        conv_tma.launch_weight_grad(grad, x, dw, geo.padding, geo.dilation)
+        conv_tma.launch_weight_grad(grad, x, dw, geo.stride, geo.padding, geo.dilation)
         return
     acc = acc_dtype(x.dtype)
     constexprs = _product_args(x.dtype)
