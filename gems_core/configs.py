@@ -25,7 +25,7 @@ Options = Mapping[str, object] | None
 
 __all__ = [
     "attention", "attention_backward", "attention_decode", "batch_norm", "bincount", "block", "compact", "conv",
-    "conv_depthwise", "conv_weight_grad", "factory",
+    "conv_depthwise", "conv_tma", "conv_tma_weight_grad", "conv_weight_grad", "factory",
     "gather_rows", "gemv", "grouped_mm", "isin", "mm", "mm_decode", "mm_tma", "norm", "padding", "padding_backward",
     "pointwise", "pool", "reduction", "resample", "resample_aa", "resample_backward", "row", "scaled_mm",
     "softmax", "strided_copy", "tile", "topk", "topk_chunk", "triangular", "unique",
@@ -135,6 +135,22 @@ def topk_chunk(CHUNK: int, num_warps: int = 4, num_stages: int = 1, options: Opt
 def topk(num_warps: int = 4, num_stages: int = 1, options: Options = None) -> KernelConfig:
     """topk over rows that fit one program: warps and stages only."""
     return _config({}, num_warps, num_stages, options)
+
+
+def conv_tma(TILE_H: int, TILE_W: int, BLOCK_N: int, BLOCK_K: int, num_warps: int = 4, num_stages: int = 3,
+             options: Options = None) -> KernelConfig:
+    """A convolution over tensor descriptors: TILE_H x TILE_W output positions x BLOCK_N
+    channels a program, K in BLOCK_K channel slices (TILE_H * TILE_W a power of two)."""
+    return _config({"TILE_H": TILE_H, "TILE_W": TILE_W, "BLOCK_N": BLOCK_N, "BLOCK_K": BLOCK_K}, num_warps,
+                   num_stages, options)
+
+
+def conv_tma_weight_grad(TILE_H: int, TILE_W: int, BLOCK_M: int, BLOCK_N: int, num_warps: int = 4,
+                         num_stages: int = 3, options: Options = None) -> KernelConfig:
+    """The weight gradient over tensor descriptors: BLOCK_M output x BLOCK_N input channels of
+    one tap a program, positions in TILE_H x TILE_W boxes."""
+    return _config({"TILE_H": TILE_H, "TILE_W": TILE_W, "BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N}, num_warps,
+                   num_stages, options)
 
 
 mm_tma = conv = mm

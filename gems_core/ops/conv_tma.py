@@ -44,7 +44,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import runtime, settings
+from .. import configs, runtime, settings
 from ..contract import KernelConfig
 from ..launch_cache import LaunchCache
 from ..tuning import Tunable
@@ -53,8 +53,7 @@ from .gemm_common import _bucket
 
 
 def _configs(*tiles: tuple[int, int, int, int, int, int]) -> list[KernelConfig]:
-    return [KernelConfig({"TILE_H": h, "TILE_W": w, "BLOCK_N": n, "BLOCK_K": k}, num_warps=warps, num_stages=stages)
-            for h, w, n, k, warps, stages in tiles]
+    return [configs.conv_tma(h, w, n, k, num_warps=warps, num_stages=stages) for h, w, n, k, warps, stages in tiles]
 
 
 CONV_TMA = Tunable(
@@ -74,8 +73,7 @@ CONV_TMA = Tunable(
 CONV_TMA_WEIGHT = Tunable(
     "conv_tma_weight_grad",
     params=("TILE_H", "TILE_W", "BLOCK_M", "BLOCK_N"),
-    defaults=[KernelConfig({"TILE_H": h, "TILE_W": w, "BLOCK_M": m, "BLOCK_N": n}, num_warps=warps,
-                           num_stages=stages)
+    defaults=[configs.conv_tma_weight_grad(h, w, m, n, num_warps=warps, num_stages=stages)
               for h, w, m, n, warps, stages in ((8, 16, 128, 64, 8, 3),  # 72 KB
                                                 (8, 8, 64, 64, 4, 4),  # 64 KB
                                                 (8, 16, 64, 64, 4, 4),  # 128 KB
