@@ -35,7 +35,7 @@ from .registry import all_impls
 from .tuning import tunables as all_tunables
 
 EXIT_SELECTION_FAILED = 2
-_SELECTION_VARIABLES = ("GEMS_DEVICE", "GEMS_EMULATE", "GEMS_COMPILE_TARGET")
+_SELECTION_VARIABLES = ("GEMS_DEVICE", "GEMS_EMULATE", "GEMS_COMPILE_TARGET", "GEMS_LIFT_GATES")
 #: the environment variables gems reads, with their meaning (``--help`` lists them)
 ENVIRONMENT = {name: setting.doc for name, setting in settings.SETTINGS.items()}
 

@@ -367,6 +367,7 @@ def build_policy(selection: Selection) -> Policy:
     dropped: list[str] = []
     configs = _configs(backend, arch, accepted, dropped, problems)
     gates, reasons, keeps = _gates(backend, problems)
+    _lift(gates, keeps, settings.get("GEMS_LIFT_GATES"), backend.name)
     deviations = _deviations(backend, problems)
     host = selection.installed.get(selection.execution.host) if selection.emulated else None
     if host is not None and host.name != backend.name:
@@ -384,6 +385,23 @@ def build_policy(selection: Selection) -> Policy:
         variants=_variants(backend, arch, problems),
         problems=tuple(problems.found),
     )
+
+
+def _lift(gates: dict[str, set[str]], keeps: dict[str, set[str]], lifted: frozenset[str], backend: str) -> None:
+    """Drop, in place, the backend's gates (and the forms they keep) on the ops that
+    ``GEMS_LIFT_GATES`` names: an overload's gate, or a packet's and each of its overloads'
+    (an overload whose packet is gated stays gated unless the packet is named). A name that
+    lifts no gate is warned about. The chip's unsupported dtypes and, under emulation, the
+    host's gates stay."""
+    if not lifted:
+        return
+    found = {name for name in lifted for op in gates if name in (op, op.split(".", 1)[0])}
+    for op in [op for op in gates if op in lifted or op.split(".", 1)[0] in lifted]:
+        del gates[op]
+        keeps.pop(op, None)
+    if lifted - found:
+        warnings.warn(f"gems: GEMS_LIFT_GATES names {', '.join(sorted(lifted - found))}, which backend "
+                      f"{backend!r} does not gate", PolicyWarning, stacklevel=4)
 
 
 def _with_host(host: Any, gates: dict[str, set[str]], reasons: dict[str, str],

@@ -61,6 +61,10 @@ def _words(*allowed: str) -> Callable[[str], frozenset[str]]:
     return parse
 
 
+def _names(value: str) -> frozenset[str]:
+    return frozenset(part.strip() for part in value.split(",") if part.strip())
+
+
 def _count(value: str) -> int | None:
     if not value:
         return None
@@ -100,6 +104,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "compiled kernels are without debug: the check took two thirds of a small kernel's time)"),
     Setting("GEMS_MM_TMA", "auto", _choice("auto", "force", "off", **dict.fromkeys(_TRUE, "auto"), **_OFF),
             "0: no TMA matrix-product kernel; force: take it for every product it can serve"),
+    Setting("GEMS_LIFT_GATES", "", _names,
+            "ops (ATen overloads or packets, comma-separated) to serve on gems although the backend "
+            "leaves them to ATen: its gates lifted, to measure or certify what it gates"),
     Setting("GEMS_CONV_TMA", "1", _flag,
             "0: no convolution kernel over tensor descriptors (unit-stride 2-d maps on Hopper)"),
     Setting("GEMS_KERNEL_VARIANTS", "1", _flag,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ENTRY_POINT_GROUP = "gems_core.backends"
-GEMS_SELECTION_VARIABLES = ("GEMS_DEVICE", "GEMS_EMULATE", "GEMS_COMPILE_TARGET")
+GEMS_SELECTION_VARIABLES = ("GEMS_DEVICE", "GEMS_EMULATE", "GEMS_COMPILE_TARGET", "GEMS_LIFT_GATES")
 
 
 @dataclass(frozen=True)
