@@ -71,3 +71,16 @@ def test_a_lifted_convolution_runs_on_gems() -> None:
         outcomes[lifted] = json.loads(proc.stdout.strip().splitlines()[-1])
         assert outcomes[lifted]["error"] < 1e-4
     assert not outcomes[""]["served"] and outcomes["convolution"]["served"]
+
+
+def test_a_conformance_report_states_the_lifted_gates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report made with gates lifted certifies as gems' own what the backend would leave to
+    ATen: its statement says so (and says nothing where no gate is lifted)."""
+    from gems_conformance import statement
+
+    monkeypatch.delenv("GEMS_LIFT_GATES", raising=False)
+    assert "lifted_gates" not in statement.describe_backend("cpu", None)
+    monkeypatch.setenv("GEMS_LIFT_GATES", "convolution_backward,convolution")
+    facts = statement.describe_backend("cpu", None)
+    assert facts["lifted_gates"] == "convolution, convolution_backward"
+    assert ("backend gates lifted (GEMS_LIFT_GATES)", "convolution, convolution_backward") in statement.lines(facts)

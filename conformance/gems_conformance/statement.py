@@ -20,6 +20,7 @@ FIELDS = (
     ("device_name", "device"),
     ("emulated", "emulated"),
     ("execution", "kernels run on"),
+    ("lifted_gates", "backend gates lifted (GEMS_LIFT_GATES)"),
     ("triton_version", "Triton"),
     ("torch_version", "torch"),
     ("python_version", "Python"),
@@ -62,6 +63,11 @@ def describe_backend(requested: str, load_error: str | None) -> dict[str, Any]:
         f"{sel.execution.device_type} via Triton {sel.execution.triton_backend}",
         arch=sel.arch,
     )
+    from gems_core import settings
+
+    lifted = settings.get("GEMS_LIFT_GATES")
+    if lifted:  # the report certifies what the backend would leave to ATen as gems' own
+        facts["lifted_gates"] = ", ".join(sorted(lifted))
     return facts
 
 
