@@ -33,6 +33,7 @@ import triton
 import triton.language as tl
 
 from ..contract import KernelConfig
+from ..host_math import cdiv
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from .gemm_decode import launch_gemv
@@ -148,7 +149,7 @@ def _launch_batched(
 
     def run(config: KernelConfig, target: torch.Tensor) -> None:
         p = config.params
-        tiles = triton.cdiv(M, p["BLOCK_M"]) * triton.cdiv(N, p["BLOCK_N"])
+        tiles = cdiv(M, p["BLOCK_M"]) * cdiv(N, p["BLOCK_N"])
         # the batch axis holds at most _MAX_GRID_Y programs: larger batches go in slices
         for start in range(0, B, _MAX_GRID_Y):
             count = min(B - start, _MAX_GRID_Y)

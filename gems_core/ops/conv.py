@@ -62,6 +62,7 @@ import triton.language as tl
 from .. import runtime
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -475,7 +476,7 @@ def _needs_int64(*tensors: torch.Tensor) -> bool:
 
 def _clip(block: int, size: int) -> int:
     """A tile side no wider than ``size`` needs (16 at least, for the tensor cores)."""
-    return min(block, max(16, triton.next_power_of_2(size)))
+    return min(block, max(16, next_power_of_2(size)))
 
 
 def _flat(channels: int, geo: _Geometry) -> bool:
@@ -550,7 +551,7 @@ def _gemm(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch.
         p = config.params
         flat = _flat(kc, geo)
         block_n, block_k = _clip(p["BLOCK_N"], nc), _clip(p["BLOCK_K"], kc * geo.taps if flat else kc)
-        grid = (triton.cdiv(m, p["BLOCK_M"]) * triton.cdiv(nc, block_n), geo.groups)
+        grid = (cdiv(m, p["BLOCK_M"]) * cdiv(nc, block_n), geo.groups)
         _launch_gemm(grid, a, w, y if bias is None else bias, target, *sizes, *strides, *target.stride(),
                      config=config, options=CONV.options(), FLAT_K=flat, BLOCK_M=p["BLOCK_M"], BLOCK_N=block_n,
                      BLOCK_K=block_k, GROUP_M=p["GROUP_M"], **constexprs)
@@ -689,7 +690,7 @@ def _depthwise(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: t
 
     def run(config: KernelConfig, target: torch.Tensor) -> None:
         p = config.params
-        grid = (triton.cdiv(m, p["BLOCK_M"]), triton.cdiv(y.shape[1], p["BLOCK_N"]))
+        grid = (cdiv(m, p["BLOCK_M"]), cdiv(y.shape[1], p["BLOCK_N"]))
         _launch_depthwise(grid, a, w, y if bias is None else bias, target, *args, *target.stride(), config=config,
                           options=CONV_DEPTHWISE.options(), **constexprs, **p)
 
@@ -722,12 +723,12 @@ def _weight_grad(grad: torch.Tensor, x: torch.Tensor, dw: torch.Tensor, geo: _Ge
         p = config.params
         flat = _flat(nc, geo)
         block_m, block_n = _clip(p["BLOCK_M"], mc), _clip(p["BLOCK_N"], nc * geo.taps if flat else nc)
-        tiles = triton.cdiv(mc, block_m) * triton.cdiv(nc * geo.taps if flat else nc, block_n)
+        tiles = cdiv(mc, block_m) * cdiv(nc * geo.taps if flat else nc, block_n)
         columns = geo.groups if flat else geo.groups * geo.taps
-        steps = triton.cdiv(m, p["BLOCK_K"])
-        slices = max(1, min(triton.cdiv(units, tiles * columns), steps // _MIN_STEPS_PER_SLICE, _MAX_SLICES))
-        per_slice = triton.cdiv(steps, slices) * p["BLOCK_K"]
-        slices = triton.cdiv(m, per_slice)
+        steps = cdiv(m, p["BLOCK_K"])
+        slices = max(1, min(cdiv(units, tiles * columns), steps // _MIN_STEPS_PER_SLICE, _MAX_SLICES))
+        per_slice = cdiv(steps, slices) * p["BLOCK_K"]
+        slices = cdiv(m, per_slice)
         # the slices' partials in the target's layout, so that their sum is a flat one
         out = target.unsqueeze(0) if slices == 1 else torch.empty_strided(
             (slices, *target.shape), (target.numel(), *target.stride()), dtype=acc, device=target.device)
@@ -736,7 +737,7 @@ def _weight_grad(grad: torch.Tensor, x: torch.Tensor, dw: torch.Tensor, geo: _Ge
                             BLOCK_N=block_n, BLOCK_K=p["BLOCK_K"], INT64=_needs_int64(grad, x, out), **constexprs)
         if slices > 1:
             size = target.numel()
-            _launch_reduce((triton.cdiv(size, _REDUCE_BLOCK),), out, target, target, 1, size, slices, 0, 1, 0, 0, 1.0,
+            _launch_reduce((cdiv(size, _REDUCE_BLOCK),), out, target, target, 1, size, slices, 0, 1, 0, 0, 1.0,
                            0.0, options=CONV_WEIGHT.options(), BLOCK=_REDUCE_BLOCK, HAS_BIAS=False,
                            INT64=slices * size > _INT32_MAX)
 

@@ -38,6 +38,7 @@ through Triton's own launcher (descriptors are new objects per call, see
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -46,6 +47,7 @@ import triton.language as tl
 
 from .. import configs, runtime, settings
 from ..contract import KernelConfig
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..tuning import Tunable
 from . import gemm_tma
@@ -330,9 +332,15 @@ def applies(a: torch.Tensor, y: torch.Tensor, stride: tuple[int, int, int], padd
         return False
     if runtime.current().interpreter and a.dtype == torch.bfloat16:
         return False  # the interpreter multiplies bf16 storage bits in tl.dot
-    if _channels_last(a[:, :, 0]) is None or _channels_last(y[:, :, 0]) is None:
+    if not gemm_tma.supported(a.device) or not _some_config_fits(runtime.current().limits.shared_memory_per_block):
         return False
-    return gemm_tma.supported(a.device) and any(_fits()(config) for config in CONV_TMA.configs())
+    return _channels_last(a[:, :, 0]) is not None and _channels_last(y[:, :, 0]) is not None
+
+
+@functools.lru_cache(maxsize=8)
+def _some_config_fits(shared_memory: int) -> bool:
+    """Whether a chip with this much shared memory a block runs one of the forward's configs."""
+    return any(_fits(shared_memory)(config) for config in CONV_TMA.configs())
 
 
 def launch(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor, stride: tuple[int, int, int],
@@ -344,9 +352,9 @@ def launch(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch
     TensorDescriptor = gemm_tma.TensorDescriptor
     x = _channels_last(a[:, :, 0])
     weight = w[:, :, 0] if weight_kc_dim == 1 else w[:, :, 0].transpose(0, 1)
-    if _channels_last(weight) is None:  # (out, R, S, in) in memory (channels-last strides, also for 1x1)
-        weight = weight.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
     w4 = _channels_last(weight)
+    if w4 is None:  # (out, R, S, in) in memory (channels-last strides, also for 1x1)
+        w4 = _channels_last(weight.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2))
     assert x is not None and w4 is not None
     out = _channels_last(y[:, :, 0])
     assert out is not None
@@ -360,16 +368,18 @@ def launch(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, y: torch
     def run(config: KernelConfig, target: torch.Tensor) -> None:
         params = config.params
         th, tw, block_n, block_k = params["TILE_H"], params["TILE_W"], params["BLOCK_N"], params["BLOCK_K"]
-        block_k = min(block_k, max(16, triton.next_power_of_2(c)))
-        block_n = min(block_n, max(16, triton.next_power_of_2(c_out)))
-        target_view = _channels_last(target[:, :, 0])
+        block_k = min(block_k, max(16, next_power_of_2(c)))
+        block_n = min(block_n, max(16, next_power_of_2(c_out)))
+        target_view = out if target is y else _channels_last(target[:, :, 0])
         assert target_view is not None
-        inputs = {id(v): TensorDescriptor(v, list(v.shape), list(v.stride()), [1, th, tw, block_k]) for v in phases}
-        descriptors = (*(inputs[id(v)] for v in phases),
+        inputs = {id(v): v for v in phases}  # (a stride of 1 repeats x)
+        made = {key: TensorDescriptor(v, list(v.shape), list(v.stride()), [1, th, tw, block_k])
+                for key, v in inputs.items()}
+        descriptors = (*(made[id(v)] for v in phases),
                        TensorDescriptor(w4, list(w4.shape), list(w4.stride()), [block_n, 1, 1, block_k]),
                        TensorDescriptor(target_view, list(target_view.shape), list(target_view.stride()),
                                         [1, th, tw, block_n]))
-        grid = (n * triton.cdiv(p, th) * triton.cdiv(q, tw) * triton.cdiv(c_out, block_n),)
+        grid = (n * cdiv(p, th) * cdiv(q, tw) * cdiv(c_out, block_n),)
         constexprs = {"HAS_BIAS": bias is not None, "STRIDE_H": stride[1], "STRIDE_W": stride[2], "TILE_H": th,
                       "TILE_W": tw, "BLOCK_N": block_n, "BLOCK_K": block_k}
         gemm_tma.run_described(_conv_tma_kernel, _launch_interpreted, CONV_TMA, rt, grid,
@@ -409,13 +419,13 @@ def launch_weight_grad(grad: torch.Tensor, x: torch.Tensor, dw: torch.Tensor, st
     def run(config: KernelConfig, target: torch.Tensor) -> None:
         params = config.params
         th, tw = params["TILE_H"], params["TILE_W"]
-        block_m = min(params["BLOCK_M"], max(16, triton.next_power_of_2(c_out)))
-        block_n = min(params["BLOCK_N"], max(16, triton.next_power_of_2(c)))
-        tiles = triton.cdiv(c_out, block_m) * triton.cdiv(c, block_n)
-        boxes = n * triton.cdiv(p, th) * triton.cdiv(q, tw)
-        slices = max(1, min(triton.cdiv(units, tiles * r * s), boxes // _MIN_BOXES_PER_SLICE, _MAX_SLICES))
-        per_slice = triton.cdiv(boxes, slices)
-        slices = triton.cdiv(boxes, per_slice)
+        block_m = min(params["BLOCK_M"], max(16, next_power_of_2(c_out)))
+        block_n = min(params["BLOCK_N"], max(16, next_power_of_2(c)))
+        tiles = cdiv(c_out, block_m) * cdiv(c, block_n)
+        boxes = n * cdiv(p, th) * cdiv(q, tw)
+        slices = max(1, min(cdiv(units, tiles * r * s), boxes // _MIN_BOXES_PER_SLICE, _MAX_SLICES))
+        per_slice = cdiv(boxes, slices)
+        slices = cdiv(boxes, per_slice)
         # the slices' partials in the target's layout, so that their sum is a flat one
         out = target.unsqueeze(0) if slices == 1 else torch.empty_strided(
             (slices, *target.shape), (target.numel(), *target.stride()), dtype=torch.float32, device=target.device)
@@ -433,7 +443,7 @@ def launch_weight_grad(grad: torch.Tensor, x: torch.Tensor, dw: torch.Tensor, st
                                    rt, (tiles, r_count * s_count, slices), args, constexprs, config, target.device)
         if slices > 1:
             size = target.numel()
-            _launch_reduce((triton.cdiv(size, _REDUCE_BLOCK),), out, target, target, 1, size, slices, 0, 1, 0, 0,
+            _launch_reduce((cdiv(size, _REDUCE_BLOCK),), out, target, target, 1, size, slices, 0, 1, 0, 0,
                            1.0, 0.0, options=CONV_TMA_WEIGHT.options(), BLOCK=_REDUCE_BLOCK, HAS_BIAS=False,
                            INT64=slices * size > _INT32_MAX)
 

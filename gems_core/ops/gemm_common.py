@@ -13,6 +13,7 @@ import triton.language as tl
 
 from .. import runtime
 from ..contract import KernelConfig
+from ..host_math import next_power_of_2
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _INT32_MAX = 2**31 - 1
@@ -20,7 +21,7 @@ _INT32_MAX = 2**31 - 1
 
 def _bucket(size: int) -> int:
     """Shapes within a power of two (capped) share one tuning choice."""
-    return min(triton.next_power_of_2(max(size, 1)), 8192)
+    return min(next_power_of_2(max(size, 1)), 8192)
 
 
 def _input_precision(dtype: torch.dtype) -> str | None:

@@ -42,6 +42,7 @@ import triton.language as tl
 
 from .. import runtime
 from ..contract import KernelConfig
+from ..host_math import cdiv
 from ..launch_cache import LaunchCache
 from ..tuning import Tunable
 from .gemm_common import (
@@ -256,10 +257,10 @@ def split_k_slices(tiles: int, K: int, block_k: int, units: int) -> tuple[int, i
     """(slices, K per slice) for ``tiles`` result tiles: enough slices that the programs
     fill ``units`` compute units once, each slice at least _MIN_STEPS_PER_SLICE BLOCK_K
     steps; a K per slice that is a whole number of steps, and no empty slice."""
-    steps = triton.cdiv(K, block_k)
-    slices = max(1, min(triton.cdiv(units, max(tiles, 1)), steps // _MIN_STEPS_PER_SLICE, _MAX_SLICES))
-    steps_per_slice = triton.cdiv(steps, slices) if steps else 1
-    slices = triton.cdiv(steps, steps_per_slice) if steps else 1
+    steps = cdiv(K, block_k)
+    slices = max(1, min(cdiv(units, max(tiles, 1)), steps // _MIN_STEPS_PER_SLICE, _MAX_SLICES))
+    steps_per_slice = cdiv(steps, slices) if steps else 1
+    slices = cdiv(steps, steps_per_slice) if steps else 1
     return slices, steps_per_slice * block_k
 
 
@@ -284,7 +285,7 @@ def launch_decode(
 
     def run(config: KernelConfig, target: torch.Tensor) -> None:
         p = config.params
-        tiles_m, tiles_n = triton.cdiv(M, p["BLOCK_M"]), triton.cdiv(N, p["BLOCK_N"])
+        tiles_m, tiles_n = cdiv(M, p["BLOCK_M"]), cdiv(N, p["BLOCK_N"])
         slices, k_per_slice = split_k_slices(tiles_m * tiles_n, K, p["BLOCK_K"], units)
         split = slices > 1
         ws = torch.empty((slices, M, N), dtype=torch.float32, device=a.device) if split else target
@@ -317,7 +318,7 @@ def launch_decode(
         )
         if split:
             _launch_reduce(
-                (triton.cdiv(M * N, _REDUCE_BLOCK),),
+                (cdiv(M * N, _REDUCE_BLOCK),),
                 ws,
                 target,
                 bias_arg,
@@ -378,7 +379,7 @@ def launch_gemv(
 
     def run(config: KernelConfig, target: torch.Tensor) -> None:
         _launch_gemv(
-            (triton.cdiv(N, config.params["BLOCK_N"]),),
+            (cdiv(N, config.params["BLOCK_N"]),),
             x,
             w,
             target,

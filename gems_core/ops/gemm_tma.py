@@ -62,6 +62,7 @@ import triton.language as tl
 
 from .. import runtime, settings
 from ..contract import KernelConfig
+from ..host_math import cdiv
 from ..launch_cache import KernelCompileError, LaunchCache, recording
 from ..tuning import Tunable
 from .gemm_common import _bucket, _needs_int64, store_epilogue
@@ -326,7 +327,7 @@ def launch_tma(
             target.stride(0), target.stride(1), bias_arg.stride(0), bias_arg.stride(1), *scalars,
         )
         constexprs = {**p, "A_T": a_t, "B_T": b_t, "C_DESC": c_desc is not None, **common}
-        grid = (min(triton.cdiv(M, block_m) * triton.cdiv(N, block_n), units),)
+        grid = (min(cdiv(M, block_m) * cdiv(N, block_n), units),)
         _run(rt, grid, args, constexprs, config, target.device)
 
     def bench(config: KernelConfig) -> float:

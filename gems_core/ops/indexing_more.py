@@ -44,7 +44,7 @@ from ..codegen.layout import broadcast_strides, iteration_layout, max_offset
 from ..codegen.overlap import assert_no_internal_overlap, assert_no_overlap, assert_no_partial_overlap
 from ..codegen.pointwise import TL_DTYPES
 from ..contract import KernelConfig
-from ..host_math import cdiv
+from ..host_math import cdiv, next_power_of_2
 from ..launch_cache import LaunchCache
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -267,7 +267,7 @@ def _launch(
     number = scalar if value is not None else 1 if alpha is None else alpha
     run = merged[-1]
     if run >= _MIN_RUN and a[-1] == 1 and i[-1] == 0 and (o[-1] in (0, 1) or value is not None):
-        block_n = min(triton.next_power_of_2(run), _MAX_RUN)
+        block_n = min(next_power_of_2(run), _MAX_RUN)
         rows_per = max(1, _TILE // block_n)
         if cdiv(run, block_n) <= _GRID_Y:
             rows = numel // run

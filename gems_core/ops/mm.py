@@ -47,6 +47,7 @@ import triton.language as tl
 
 from .. import plan_cache, runtime, tuning, variants
 from ..contract import KernelConfig
+from ..host_math import cdiv
 from ..launch_cache import KernelCompileError, LaunchCache
 from ..plan_cache import PlanCache
 from ..registry import aten_op
@@ -349,7 +350,7 @@ def launch_general(
 
     def run(config: KernelConfig, target: torch.Tensor) -> None:
         p = config.params
-        grid = (triton.cdiv(M, p["BLOCK_M"]) * triton.cdiv(N, p["BLOCK_N"]),)
+        grid = (cdiv(M, p["BLOCK_M"]) * cdiv(N, p["BLOCK_N"]),)
         _launch_mm(
             grid,
             a,
