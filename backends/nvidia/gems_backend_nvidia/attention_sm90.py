@@ -37,9 +37,9 @@ import functools
 from typing import Any
 
 import torch
-import triton
 
 from gems_core import VariantCompile
+from gems_core.host_math import cdiv
 
 from .hopper import (  # noqa: F401 - available is this module's answer too
     TensorDescriptor,
@@ -335,7 +335,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: to
     batch, heads, length, _ = q.shape
     kv_heads, keys = k.shape[1], k.shape[2]
     stages = 3 if keys >= LONG_KEYS else 2
-    grid = (triton.cdiv(length, BLOCK_M), batch * heads)
+    grid = (cdiv(length, BLOCK_M), batch * heads)
     args = (_descriptor(q, QUERY_ROWS), _descriptor(k, BLOCK_N), _descriptor(v, BLOCK_N),
             _descriptor(out, QUERY_ROWS), lse, qk_scale, heads, heads // kv_heads, length, keys,
             stages, bool(causal), CONSUMER_REGISTERS, LOADER_REGISTERS)

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import triton
 
 from gems_core import VariantCompile
+from gems_core.host_math import cdiv
 
 from .hopper import (  # noqa: F401 - available is this module's answer too
     TensorDescriptor,
@@ -307,8 +307,8 @@ def choose(M: int, N: int, units: int) -> Config:
     programs: waves x a tile's work / the config's speed (ties to the first listed)."""
 
     def cost(config: Config) -> float:
-        tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
-        return triton.cdiv(tiles, units) * config.block_m * config.block_n / config.speed
+        tiles = cdiv(M, config.block_m) * cdiv(N, config.block_n)
+        return cdiv(tiles, units) * config.block_m * config.block_n / config.speed
 
     return min(CONFIGS, key=cost)
 
@@ -371,7 +371,7 @@ def _plan(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: Config | 
     units = _units(index)
     config = config or choose(M, N, units)
     blocks = _blocks(config, b_t)
-    tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
+    tiles = cdiv(M, config.block_m) * cdiv(N, config.block_n)
     return _Plan(config, b_t, index, blocks, tuple(_layout(a.dtype, *block) for block in blocks),
                  (min(tiles, units),), mode, (a.dtype, config, b_t, mode[0]))
 
