@@ -43,11 +43,11 @@ from typing import Any
 import torch
 
 from gems_core import VariantCompile
-from gems_core.host_math import cdiv
 
 from .hopper import (  # noqa: F401 - available is this module's answer too
     TensorDescriptor,
     available,
+    cdiv,
     fence_async_shared,
     gl,
     gluon,

@@ -27,8 +27,14 @@ else:
     tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
     tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 
-__all__ = ["TensorDescriptor", "available", "fence_async_shared", "gl", "gluon", "is_hopper", "mbarrier", "tma",
+__all__ = ["TensorDescriptor", "available", "cdiv", "fence_async_shared", "gl", "gluon", "is_hopper", "mbarrier", "tma",
            "tma_load", "tma_store", "warpgroup_mma", "warpgroup_mma_wait"]
+
+
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for positive b, for the kernels' host code: plain Python, where a host call
+    of Triton's ``cdiv`` (a constexpr function) costs microseconds."""
+    return -(-a // b)
 
 
 def available() -> bool:
