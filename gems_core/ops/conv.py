@@ -76,7 +76,7 @@ from .gemm_common import (
     _max_offset,
     fits_shared_memory,
 )
-from .gemm_decode import _REDUCE_BLOCK, _launch_reduce
+from .gemm_decode import slice_partials, sum_slices
 from .mm import _launch as _mm_launch
 from .mm import _prepare_out, _shares_memory
 from .reduction import acc_dtype
@@ -729,17 +729,11 @@ def _weight_grad(grad: torch.Tensor, x: torch.Tensor, dw: torch.Tensor, geo: _Ge
         slices = max(1, min(cdiv(units, tiles * columns), steps // _MIN_STEPS_PER_SLICE, _MAX_SLICES))
         per_slice = cdiv(steps, slices) * p["BLOCK_K"]
         slices = cdiv(m, per_slice)
-        # the slices' partials in the target's layout, so that their sum is a flat one
-        out = target.unsqueeze(0) if slices == 1 else torch.empty_strided(
-            (slices, *target.shape), (target.numel(), *target.stride()), dtype=acc, device=target.device)
+        out = slice_partials(target, slices, acc)
         _launch_weight_grad((tiles, columns, slices), grad, x, out, *sizes, per_slice, *shapes, *out.stride(),
                             config=config, options=CONV_WEIGHT.options(), FLAT_N=flat, BLOCK_M=block_m,
                             BLOCK_N=block_n, BLOCK_K=p["BLOCK_K"], INT64=_needs_int64(grad, x, out), **constexprs)
-        if slices > 1:
-            size = target.numel()
-            _launch_reduce((cdiv(size, _REDUCE_BLOCK),), out, target, target, 1, size, slices, 0, 1, 0, 0, 1.0,
-                           0.0, options=CONV_WEIGHT.options(), BLOCK=_REDUCE_BLOCK, HAS_BIAS=False,
-                           INT64=slices * size > _INT32_MAX)
+        sum_slices(out, target, slices, CONV_WEIGHT.options())
 
     def bench(config: KernelConfig) -> float:
         scratch = torch.empty_like(dw)

@@ -400,7 +400,7 @@ def launch_weight_grad(grad: torch.Tensor, x: torch.Tensor, dw: torch.Tensor, st
     more. The positions are split into slices that fill the chip; their fp32 partials are
     summed in order."""
     from .gemm_common import _INT32_MAX
-    from .gemm_decode import _REDUCE_BLOCK, _launch_reduce
+    from .gemm_decode import slice_partials, sum_slices
 
     TensorDescriptor = gemm_tma.TensorDescriptor
     g4, x4 = _channels_last(grad[:, :, 0]), _channels_last(x[:, :, 0])
@@ -426,9 +426,7 @@ def launch_weight_grad(grad: torch.Tensor, x: torch.Tensor, dw: torch.Tensor, st
         slices = max(1, min(cdiv(units, tiles * r * s), boxes // _MIN_BOXES_PER_SLICE, _MAX_SLICES))
         per_slice = cdiv(boxes, slices)
         slices = cdiv(boxes, per_slice)
-        # the slices' partials in the target's layout, so that their sum is a flat one
-        out = target.unsqueeze(0) if slices == 1 else torch.empty_strided(
-            (slices, *target.shape), (target.numel(), *target.stride()), dtype=torch.float32, device=target.device)
+        out = slice_partials(target, slices, torch.float32)
         g_desc = TensorDescriptor(g4, list(g4.shape), list(g4.stride()), [1, th, tw, block_m])
         strides = (out.stride(0), out.stride(1), out.stride(2), out.stride(4), out.stride(5))
         constexprs = {"STRIDE_H": stride[1], "STRIDE_W": stride[2], "TILE_H": th, "TILE_W": tw, "BLOCK_M": block_m,
@@ -441,11 +439,7 @@ def launch_weight_grad(grad: torch.Tensor, x: torch.Tensor, dw: torch.Tensor, st
                     padding[1], padding[2], dilation[1], dilation[2], boxes, per_slice, *strides)
             gemm_tma.run_described(_conv_tma_weight_grad_kernel, _launch_weight_grad_interpreted, CONV_TMA_WEIGHT,
                                    rt, (tiles, r_count * s_count, slices), args, constexprs, config, target.device)
-        if slices > 1:
-            size = target.numel()
-            _launch_reduce((cdiv(size, _REDUCE_BLOCK),), out, target, target, 1, size, slices, 0, 1, 0, 0,
-                           1.0, 0.0, options=CONV_TMA_WEIGHT.options(), BLOCK=_REDUCE_BLOCK, HAS_BIAS=False,
-                           INT64=slices * size > _INT32_MAX)
+        sum_slices(out, target, slices, CONV_TMA_WEIGHT.options())
 
     def bench(config: KernelConfig) -> float:
         scratch = torch.empty_like(dw)

@@ -46,6 +46,7 @@ from ..host_math import cdiv
 from ..launch_cache import LaunchCache
 from ..tuning import Tunable
 from .gemm_common import (
+    _INT32_MAX,
     _bucket,
     _input_precision,
     _needs_int64,
@@ -251,6 +252,24 @@ def _gemv_kernel(
 _launch_decode = LaunchCache(_mm_decode_kernel, name="mm_decode")
 _launch_reduce = LaunchCache(_split_k_reduce_kernel, name="mm_split_k_reduce")
 _launch_gemv = LaunchCache(_gemv_kernel, name="gemv")
+
+
+def slice_partials(target: torch.Tensor, slices: int, dtype: torch.dtype) -> torch.Tensor:
+    """Where the ``slices`` partial sums of ``target`` (dense) go: a view of target itself for
+    one slice, else ``dtype`` buffers in target's layout, one after another, so that
+    :func:`sum_slices` adds them as flat arrays."""
+    if slices == 1:
+        return target.unsqueeze(0)
+    return torch.empty_strided((slices, *target.shape), (target.numel(), *target.stride()), dtype=dtype,
+                               device=target.device)
+
+
+def sum_slices(partials: torch.Tensor, target: torch.Tensor, slices: int, options: Any) -> None:
+    """target = the sum of :func:`slice_partials`' buffers, in slice order (nothing to do for one)."""
+    if slices > 1:
+        size = target.numel()
+        _launch_reduce((cdiv(size, _REDUCE_BLOCK),), partials, target, target, 1, size, slices, 0, 1, 0, 0, 1.0,
+                       0.0, options=options, BLOCK=_REDUCE_BLOCK, HAS_BIAS=False, INT64=slices * size > _INT32_MAX)
 
 
 def split_k_slices(tiles: int, K: int, block_k: int, units: int) -> tuple[int, int]:
