@@ -1,5 +1,5 @@
 """scaled_dot_product_attention beyond the op cases: gradients against float64 ATen, ATen's
-errors, what is left to ATen (dropout, a mask that needs a gradient), the split-key decoding
+errors, dropout, what is left to ATen (a mask that needs a gradient), the split-key decoding
 path, and proof that gems' kernels run in both directions.
 
 Shapes are small (the CPU interpreter is slow) but odd: lengths that are not tile multiples,
@@ -7,7 +7,6 @@ L != S both ways, a head dim that is not a power of two."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -484,19 +483,116 @@ def test_invalid_calls_raise_atens_error(name: str) -> None:
         assert _outcome(ERRORS[name]) == expected
 
 
-def test_dropout_goes_to_aten_with_one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gems_core.ops import attention
+#: (inputs' shape, keywords, p): keys not a multiple of 4 or of a tile, a causal and a
+#: grouped-query call, both mask kinds, few queries (which take the prefill path with dropout)
+DROPOUT_CASES: dict[str, tuple[tuple[int, ...], dict[str, Any], float]] = {
+    "plain": ((1, 2, 2, 19, 23, 16), {}, 0.3),
+    "causal gqa": ((1, 4, 2, 21, 21, 16, 24), {"is_causal": True, "enable_gqa": True}, 0.5),
+    "bool mask": ((2, 2, 2, 9, 33, 16), {"attn_mask": torch.rand(9, 33) > 0.4}, 0.1),
+    "float mask, 3-d": ((1, 1, 1, 12, 17, 32), {"attn_mask": torch.randn(12, 17)}, 0.2),
+    "few queries": ((1, 2, 2, 3, 40, 16), {}, 0.25),
+}
 
-    monkeypatch.setattr(attention, "_dropout_noted", False)
+
+def _kept(q: torch.Tensor, k: torch.Tensor, p: float, seed: int, **kwargs: Any) -> torch.Tensor:
+    """Which probabilities gems' draw keeps for a call after ``torch.manual_seed(seed)``: its
+    output with the identity for values (one value a key) is the dropped probabilities."""
+    identity = torch.eye(k.shape[-2], device=DEVICE).expand(*k.shape[:-1], k.shape[-2]).contiguous()
+    torch.manual_seed(seed)
+    with gems_core.use_gems(include=OPS):
+        out = F.scaled_dot_product_attention(q, k, identity.to(q.dtype), dropout_p=p, **_on_device(kwargs))
+    return out.cpu() != 0
+
+
+@pytest.mark.parametrize("name", sorted(DROPOUT_CASES))
+def test_dropout_runs_on_gems_and_matches_float64_with_its_mask(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output and all three gradients against float64 attention with the kept
+    probabilities scaled by 1 / (1 - p); the mask is the one gems drew (recovered with
+    identity values under the same seed), and gems' kernels ran in both directions."""
+    shape, kwargs, p = DROPOUT_CASES[name]
+    q, k, v = _inputs(*shape, seed=len(name))
+    three_d = name.endswith("3-d")
+    if three_d:
+        q, k, v = (t[0] for t in (q, k, v))
+    kept = _kept(q, k, p, seed=7, **kwargs)
+    assert 0 < kept.double().mean() < 1
+    forward = _spy(monkeypatch, "attention_prefill", "_forward")
+    dkdv = _spy(monkeypatch, "attention_backward", "_dkdv")
+    dq = _spy(monkeypatch, "attention_backward", "_dq")
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    torch.manual_seed(7)
+    with gems_core.use_gems(include=OPS):
+        out = F.scaled_dot_product_attention(*leaves, dropout_p=p, **_on_device(kwargs))
+        weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(3))
+        got = torch.autograd.grad(out, leaves, weights.to(DEVICE))
+    assert forward and dkdv and dq, "a gems attention kernel did not run"
+    wide = [t.cpu().double().requires_grad_() for t in (q, k, v)]
+    group = q.shape[-3] // k.shape[-3]
+    keys, values = (t.repeat_interleave(group, -3) for t in wide[1:])
+    scores = wide[0] @ keys.transpose(-2, -1) / q.shape[-1] ** 0.5
+    if kwargs.get("is_causal"):
+        scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf"))
+    mask = kwargs.get("attn_mask")
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask.double()
+    want = (scores.softmax(-1) * kept / (1 - p)) @ values
+    expected = torch.autograd.grad(want, wide, weights.double())
+    torch.testing.assert_close(out.detach().cpu().double(), want.detach(), atol=2e-6, rtol=2e-5)
+    atol, rtol = GRAD_TOLERANCE
+    for label, g, e in zip("qkv", got, expected):
+        torch.testing.assert_close(g.cpu().double(), e, atol=atol, rtol=rtol,
+                                   msg=lambda m, label=label: f"d{label}: {m}")
+
+
+def test_dropout_keeps_one_minus_p_and_draws_afresh_each_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept share is 1 - p (within 6 standard deviations), the same seed draws the same
+    mask, the next call another; without gradients the forward kernel serves it too."""
+    q, k, _ = _inputs(2, 2, 2, 32, 48, 16)
+    first, again = _kept(q, k, 0.2, seed=11), _kept(q, k, 0.2, seed=11)
+    assert torch.equal(first, again)
+    share, n = first.double().mean().item(), first.numel()
+    assert abs(share - 0.8) < 6 * (0.2 * 0.8 / n) ** 0.5, share
+    forward = _spy(monkeypatch, "attention_prefill", "_forward")
+    torch.manual_seed(11)
+    identity = torch.eye(48, device=DEVICE).expand(2, 2, 48, 48).contiguous()
+    with torch.no_grad(), gems_core.use_gems(include=OPS):
+        one = F.scaled_dot_product_attention(q, k, identity, dropout_p=0.2)
+        two = F.scaled_dot_product_attention(q, k, identity, dropout_p=0.2)
+    assert len(forward) == 2
+    assert torch.equal(one.cpu() != 0, first) and not torch.equal(two.cpu() != 0, first)
+
+
+def test_a_gate_that_leaves_dropout_to_aten(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``OpGate("scaled_dot_product_attention", leave=("dropout",))`` (the NVIDIA backend's):
+    a call with dropout reaches ATen without entering gems, one without stays on gems."""
+    import dataclasses
+
+    rt = runtime.current()
+    monkeypatch.setattr(rt, "policy", dataclasses.replace(
+        rt.policy, gate_leaves={**rt.policy.gate_leaves, OPS[0]: frozenset({"dropout"})}))
+    assert dict(load_ops()[OPS[0]].forms).keys() == {"dropout"}
+    forward = _spy(monkeypatch, "attention_prefill", "_forward")
+    q, k, v = _inputs(1, 2, 2, 19, 23, 16)
+    with gems_core.use_gems(include=OPS):
+        dropped = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+        assert not forward
+        plain = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert len(forward) == 1 and dropped.shape == plain.shape == (1, 2, 19, 16)
+    torch.testing.assert_close(plain.cpu().double(), _reference(q, k, v, is_causal=True), atol=2e-6, rtol=2e-5)
+
+
+@pytest.mark.parametrize("p", [1.0, -0.5, 1.5])
+def test_dropout_outside_zero_to_one_is_atens(p: float, monkeypatch: pytest.MonkeyPatch) -> None:
     forward = _spy(monkeypatch, "attention_prefill", "_forward")
     q, k, v = _inputs(1, 2, 2, 5, 7, 16)
+    expected = _outcome(lambda: F.scaled_dot_product_attention(q, k, v, dropout_p=p))
     with gems_core.use_gems(include=OPS):
-        with pytest.warns(RuntimeWarning, match="dropout"):
-            out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-    assert not forward and out.shape == (1, 2, 5, 16)
+        assert _outcome(lambda: F.scaled_dot_product_attention(q, k, v, dropout_p=p)) == expected
+        if expected == "ok":  # p = 1: everything dropped
+            got = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+            torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v, dropout_p=p))
+            assert p == 1.0 and not got.any()
+    assert not forward
 
 
 def test_mask_that_needs_a_gradient_goes_to_aten(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,13 +20,20 @@ call's dtype, head dims and mask is not tried (:func:`.attention_common._fits`,
 :func:`_fits_backward`).
 
 ``scaled_dot_product_attention`` is a composite in ATen, so it is registered on the Autograd
-key and brings its own backward. Dropout, fp64, ranks other than 3 and 4, broadcast batch
-dims and a mask that needs a gradient are left to ATen.
+key and brings its own backward. fp64, ranks other than 3 and 4, broadcast batch dims, a
+mask that needs a gradient and a dropout probability outside (0, 1) are left to ATen.
+
+Dropout (``dropout_p``) runs in the prefill kernel and both backward kernels: each draws,
+by Philox from the device's default generator, whether probability (i, j) of a (batch,
+head) is kept, from its position alone (:func:`.attention_backward.dropout_keep`), so the
+backward sees the forward's mask without storing it. A row's softmax sum counts the dropped
+probabilities, the output not, scaled by 1 / (1 - p); ``delta = rowsum(dO * O)`` holds for
+the dropped probabilities as for the plain ones. The mask is gems' own draw: ATen's kernels
+keep other elements for the same seed (as gems' ``native_dropout`` does).
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +42,7 @@ from torch.autograd.function import once_differentiable
 
 from .. import runtime
 from ..contract import KernelConfig
+from ..host_math import cdiv
 from ..launch_cache import recording
 from ..registry import aten_op
 from ..tuning import Tunable
@@ -42,6 +50,7 @@ from .attention_backward import LOG2E, MASK_ADD, MASK_BOOL, MASK_NONE, launch_ba
 from .attention_common import _bucket, _head_blocks, _prepare, _served
 from .attention_decode import _DECODE_MAX_LENGTH, DecodePlan, _decode_launch, _decode_plans, _plan_key
 from .attention_prefill import _prefill_launch
+from .random import philox_state
 from .reduction import bench_ms
 
 ATTENTION_BACKWARD = Tunable(
@@ -59,7 +68,6 @@ ATTENTION_BACKWARD = Tunable(
     description="attention backward: the dK/dV programs own BLOCK_N keys and walk the queries "
     "in BLOCK_M steps, the dQ programs own BLOCK_M queries and walk the keys in BLOCK_N steps",
 )
-_dropout_noted = False
 
 
 #: the largest BLOCK_M x BLOCK_N of a float32 backward in IEEE precision, and the smallest of
@@ -103,17 +111,27 @@ def _native_recording() -> bool:
     return recording.native is not None
 
 
+def _dropout_draw(q: torch.Tensor, k: torch.Tensor, dropout_p: float) -> tuple[float, tuple[int, ...]] | None:
+    """(p, the Philox state) of a call's dropout, its counters (cdiv(S, 4) a query row) taken
+    from the device's default generator; None without dropout."""
+    if dropout_p <= 0:
+        return None
+    (batch, heads, length, _), keys = q.shape, k.shape[2]
+    return float(dropout_p), philox_state(q.device, batch * heads * length * cdiv(keys, 4), None)
+
+
 def _forward_launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, mask_kind: int,
-                    causal: bool, scale: float,
-                    need_lse: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, DecodePlan | None]:
+                    causal: bool, scale: float, need_lse: bool = True,
+                    dropout: tuple[float, tuple[int, ...]] | None = None,
+                    ) -> tuple[torch.Tensor, torch.Tensor | None, DecodePlan | None]:
     """(out, lse, decode plan) of attention over (B, H, L, D) queries; ``mask`` is a
     (B, H, L, S) view or a placeholder when ``mask_kind`` is MASK_NONE. The decode path
     writes the lse only if ``need_lse`` (None otherwise) and returns its plan; the prefill
-    path gives no plan."""
+    path, which takes every call with ``dropout`` (:func:`_dropout_draw`), gives no plan."""
     (batch, heads, length, _), value_dim = q.shape, v.shape[-1]
     # ATen's layout: (B, L, H, DV) memory seen as (B, H, L, DV)
     out = torch.empty((batch, length, heads, value_dim), dtype=q.dtype, device=q.device).transpose(1, 2)
-    decode = length <= _DECODE_MAX_LENGTH and not causal
+    decode = length <= _DECODE_MAX_LENGTH and not causal and dropout is None
     lse = torch.empty((batch * heads, length), dtype=torch.float32, device=q.device) if need_lse or not decode else None
     blocks = _head_blocks(q, v)
     exact = blocks["BLOCK_D"] == q.shape[-1] and blocks["BLOCK_DV"] == value_dim
@@ -124,48 +142,50 @@ def _forward_launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
     if decode:
         plan = _decode_launch(q, k, v, mask, mask_kind, qk_scale, out, lse, {**blocks, "HEAD_EXACT": exact}, units)
         return out, lse, plan
-    _prefill_launch(q, k, v, mask, mask_kind, causal, qk_scale, out, lse, blocks, exact, units)
+    _prefill_launch(q, k, v, mask, mask_kind, causal, qk_scale, out, lse, blocks, exact, units, dropout)
     return out, lse, None
 
 
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
-                mask_kind: int, causal: bool, scale: float) -> torch.Tensor:
-        out, lse, _ = _forward_launch(q, k, v, mask, mask_kind, causal, scale)
+                mask_kind: int, causal: bool, scale: float, dropout_p: float) -> torch.Tensor:
+        dropout = _dropout_draw(q, k, dropout_p)
+        out, lse, _ = _forward_launch(q, k, v, mask, mask_kind, causal, scale, dropout=dropout)
         ctx.save_for_backward(q, k, v, mask, out, lse)
-        ctx.settings = (mask_kind, causal, scale)
+        ctx.settings = (mask_kind, causal, scale, dropout)
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         q, k, v, mask, out, lse = ctx.saved_tensors
-        mask_kind, causal, scale = ctx.settings
+        mask_kind, causal, scale, dropout = ctx.settings
         blocks = _head_blocks(q, v)
         options = ATTENTION_BACKWARD.options()
 
         def run(config: KernelConfig) -> tuple[torch.Tensor, ...]:
-            return launch_backward(q, k, v, mask, out, grad, lse, scale, causal, mask_kind, config, blocks, options)
+            return launch_backward(q, k, v, mask, out, grad, lse, scale, causal, mask_kind, config, blocks, options,
+                                   dropout)
 
         key = ("backward", str(q.dtype), _bucket(q.shape[2]), _bucket(k.shape[2]), blocks["BLOCK_D"],
                blocks["BLOCK_DV"], mask_kind)
         if blocks["INPUT_PRECISION"] is not None:  # float32: IEEE and tf32 admit other configs
             key += (blocks["INPUT_PRECISION"],)
+        if dropout is not None:
+            key += ("dropout",)
         admit = _fits_backward(q.dtype, blocks, mask_kind != MASK_NONE)
         dq, dk, dv = run(ATTENTION_BACKWARD.choose(key, lambda config: bench_ms(lambda: run(config)), admit))
-        return dq, dk, dv, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None
 
 
-def _note_dropout() -> None:
-    global _dropout_noted
-    if not _dropout_noted:
-        _dropout_noted = True
-        warnings.warn("gems: scaled_dot_product_attention with dropout_p > 0 runs on ATen "
-                      "(gems has no dropout in its attention kernel)", RuntimeWarning, stacklevel=3)
+def _with_dropout(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: Any = 0.0, *args: Any,
+                  **kwargs: Any) -> bool:
+    """The "dropout" form of a call: dropout_p > 0 (a backend may leave it to ATen)."""
+    return isinstance(dropout_p, (int, float)) and dropout_p > 0
 
 
-@aten_op("scaled_dot_product_attention", autograd=True)
+@aten_op("scaled_dot_product_attention", autograd=True, forms={"dropout": _with_dropout})
 def scaled_dot_product_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None = None,
     dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None,
@@ -182,18 +202,20 @@ def scaled_dot_product_attention(
     if plan is not None and not (torch.is_grad_enabled()
                                  and (query.requires_grad or key.requires_grad or value.requires_grad)):
         return plan(query, key, value, attn_mask)
-    if dropout_p > 0:
-        _note_dropout()
+    if not 0 <= dropout_p < 1:  # ATen's error, or p = 1's zeros
         return NotImplemented
     if (attn_mask is not None and is_causal) or not _served(query, key, value, attn_mask, enable_gqa):
         return NotImplemented
+    if dropout_p > 0 and recording.native is not None:
+        recording.impure = True  # a replay would repeat this call's draw
     q, k, v, mask, mask_kind, scale_value = _prepare(query, key, value, attn_mask, scale)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad
                                     or (mask_kind == MASK_ADD and mask.requires_grad)):
-        out = _Attention.apply(q, k, v, mask, mask_kind, bool(is_causal), scale_value)
+        out = _Attention.apply(q, k, v, mask, mask_kind, bool(is_causal), scale_value, float(dropout_p))
         return out.squeeze(1) if query.dim() == 3 else out
     # nothing to differentiate: no autograd node (its creation costs more than a launch)
-    out, _, plan = _forward_launch(q, k, v, mask, mask_kind, bool(is_causal), scale_value, need_lse=False)
+    out, _, plan = _forward_launch(q, k, v, mask, mask_kind, bool(is_causal), scale_value, need_lse=False,
+                                   dropout=_dropout_draw(q, k, dropout_p))
     result = out.squeeze(1) if query.dim() == 3 else out
     if (plan is not None and plan_key is not None and scale_value >= 0 and plan.replayable
             and not _native_recording()):

@@ -24,6 +24,7 @@ import triton.language as tl
 from ..contract import KernelConfig
 from ..host_math import cdiv
 from ..launch_cache import LaunchCache
+from .random import _uniform4
 
 LOG2E = 1.4426950408889634
 MASK_NONE, MASK_BOOL, MASK_ADD = 0, 1, 2
@@ -59,6 +60,31 @@ def masked_scores(
 
 
 @triton.jit
+def dropout_keep(
+    seed_lo,  # the call's Philox seed and offset (int32 halves, random.philox_state)
+    seed_hi,
+    offset_lo,
+    offset_hi,
+    row_base,  # int64: (batch * H + query head) * L
+    rows,  # (BLOCK_M,) query positions
+    start_n,  # the first key of the block (a multiple of 4)
+    quads,  # cdiv(S, 4): Philox counters a query row
+    dropout_p,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    # (BLOCK_M, BLOCK_N) bool: the probabilities the dropout keeps, each with chance 1 - p.
+    # Counter (row_base + row) * quads + key // 4 draws keys 4j .. 4j + 3 of a row: a pure
+    # function of the position, so the forward and both backward kernels, whatever their
+    # tiles, draw the same
+    quad = start_n // 4 + tl.arange(0, BLOCK_N // 4)
+    index = (row_base + rows.to(tl.int64))[:, None] * quads + quad[None, :]
+    r0, r1, r2, r3 = _uniform4(seed_lo, seed_hi, offset_lo, offset_hi, index)
+    uniform = tl.reshape(tl.join(tl.join(r0, r1), tl.join(r2, r3)), (BLOCK_M, BLOCK_N))
+    return uniform >= dropout_p
+
+
+@triton.jit(do_not_specialize=["seed_lo", "seed_hi", "offset_lo", "offset_hi"])
 def _attention_dkdv_kernel(
     q_ptr,  # (B, H, L, D)
     k_ptr,  # (B, HKV, S, D)
@@ -85,6 +111,12 @@ def _attention_dkdv_kernel(
     DV,
     scale,
     qk_scale,
+    seed_lo,
+    seed_hi,
+    offset_lo,
+    offset_hi,
+    dropout_p,  # 0 < p < 1 where DROPOUT
+    dropout_scale,  # 1 / (1 - p)
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -92,6 +124,7 @@ def _attention_dkdv_kernel(
     CAUSAL: tl.constexpr,
     MASK: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
+    DROPOUT: tl.constexpr,
 ):
     bh = tl.program_id(0)
     b = (bh // HKV).to(tl.int64)
@@ -105,6 +138,7 @@ def _attention_dkdv_kernel(
     v = tl.load(v_ptr + b * sv_b + hk * sv_h + cols[:, None] * sv_s + dv_[None, :] * sv_d, mask=v_mask, other=0.0)
     dk = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
     dv = tl.zeros((BLOCK_N, BLOCK_DV), tl.float32)
+    quads = tl.cdiv(S, 4)
     first_m = 0
     if CAUSAL:  # query rows above this key block's first key do not attend it
         first_m = (tl.program_id(1) * BLOCK_N // BLOCK_M) * BLOCK_M
@@ -126,8 +160,16 @@ def _attention_dkdv_kernel(
             s = masked_scores(qk, rows, cols, mask_ptr + b * sm_b + h * sm_h, sm_l, sm_s, L, S, qk_scale, CAUSAL, MASK)
             p = tl.exp2(s - lse[:, None])
             do = do.to(v.dtype)
-            dv += tl.dot(tl.trans(p.to(v.dtype)), do, input_precision=INPUT_PRECISION)
-            dp = tl.dot(do, tl.trans(v), input_precision=INPUT_PRECISION)
+            if DROPOUT:
+                keep = dropout_keep(seed_lo, seed_hi, offset_lo, offset_hi, (b * HKV * GROUP + h) * L, rows,
+                                    tl.program_id(1) * BLOCK_N, quads, dropout_p, BLOCK_M, BLOCK_N)
+                dv += tl.dot(tl.trans(tl.where(keep, p * dropout_scale, 0.0).to(v.dtype)), do,
+                             input_precision=INPUT_PRECISION)
+                dp = tl.dot(do, tl.trans(v), input_precision=INPUT_PRECISION)
+                dp = tl.where(keep, dp * dropout_scale, 0.0)
+            else:
+                dv += tl.dot(tl.trans(p.to(v.dtype)), do, input_precision=INPUT_PRECISION)
+                dp = tl.dot(do, tl.trans(v), input_precision=INPUT_PRECISION)
             ds = p * (dp - delta[:, None])
             dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=INPUT_PRECISION)
     dk = dk * scale
@@ -137,7 +179,7 @@ def _attention_dkdv_kernel(
              dv.to(dv_ptr.dtype.element_ty), mask=v_mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seed_lo", "seed_hi", "offset_lo", "offset_hi"])
 def _attention_dq_kernel(
     q_ptr,  # (B, H, L, D)
     k_ptr,  # (B, HKV, S, D)
@@ -162,6 +204,12 @@ def _attention_dq_kernel(
     DV,
     scale,
     qk_scale,
+    seed_lo,
+    seed_hi,
+    offset_lo,
+    offset_hi,
+    dropout_p,  # 0 < p < 1 where DROPOUT
+    dropout_scale,  # 1 / (1 - p)
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -169,6 +217,7 @@ def _attention_dq_kernel(
     CAUSAL: tl.constexpr,
     MASK: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
+    DROPOUT: tl.constexpr,
 ):
     bh = tl.program_id(0)
     b = (bh // H).to(tl.int64)
@@ -190,6 +239,7 @@ def _attention_dq_kernel(
     dq = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
     k_base = k_ptr + b * sk_b + hk * sk_h
     v_base = v_ptr + b * sv_b + hk * sv_h
+    quads = tl.cdiv(S, 4)
     end = S
     if CAUSAL:  # keys past this block's last query row are not attended
         end = tl.minimum(S, (tl.program_id(1) + 1) * BLOCK_M)
@@ -202,6 +252,10 @@ def _attention_dq_kernel(
         s = masked_scores(qk, rows, cols, mask_ptr + b * sm_b + h * sm_h, sm_l, sm_s, L, S, qk_scale, CAUSAL, MASK)
         p = tl.exp2(s - lse[:, None])
         dp = tl.dot(do, tl.trans(v), input_precision=INPUT_PRECISION)
+        if DROPOUT:
+            keep = dropout_keep(seed_lo, seed_hi, offset_lo, offset_hi, bh.to(tl.int64) * L, rows, start_n,
+                                quads, dropout_p, BLOCK_M, BLOCK_N)
+            dp = tl.where(keep, dp * dropout_scale, 0.0)
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k, input_precision=INPUT_PRECISION)
     dq = dq * scale
@@ -228,15 +282,17 @@ def launch_backward(
     config: KernelConfig,
     constexprs: dict[str, Any],
     options: dict[str, object],
+    dropout: tuple[float, tuple[int, ...]] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) of attention over (B, H, L, D) queries and (B, HKV, S, D|DV) keys and
-    values; ``constexprs`` carry the head-dim blocks and input precision."""
+    values; ``constexprs`` carry the head-dim blocks and input precision; ``dropout``, the
+    forward's (p, Philox state) where it dropped probabilities."""
     (batch, heads, length, head_dim), (_, kv_heads, keys, _) = q.shape, k.shape
     value_dim = v.shape[-1]
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     shared = (*q.stride(), *k.stride(), *v.stride(), *mask.stride()[:4], *o.stride(), *do.stride())
-    common = dict(CAUSAL=causal, MASK=mask_kind, **constexprs)
-    tail = (length, keys, head_dim, value_dim, scale, scale * LOG2E)
+    common = dict(CAUSAL=causal, MASK=mask_kind, DROPOUT=dropout is not None, **constexprs)
+    tail = (length, keys, head_dim, value_dim, scale, scale * LOG2E, *dropout_arguments(dropout))
     group = heads // kv_heads
     block_m, block_n = config.params["BLOCK_M"], config.params["BLOCK_N"]
     _dkdv(
@@ -252,3 +308,12 @@ def launch_backward(
         config=config, options=options, **common,
     )
     return dq, dk, dv
+
+
+def dropout_arguments(dropout: tuple[float, tuple[int, ...]] | None) -> tuple[Any, ...]:
+    """The kernels' (seed_lo, seed_hi, offset_lo, offset_hi, dropout_p, dropout_scale) of a
+    call's dropout (p, Philox state); placeholders without one."""
+    if dropout is None:
+        return (0, 0, 0, 0, 0.0, 1.0)
+    p, state = dropout
+    return (*state, float(p), 1.0 / (1.0 - p))

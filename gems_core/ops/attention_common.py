@@ -67,8 +67,12 @@ def _attend_block(
     MASK: tl.constexpr,
     HEAD_EXACT: tl.constexpr,  # D == BLOCK_D and DV == BLOCK_DV: no head-dim masks
     INPUT_PRECISION: tl.constexpr,
+    keep,  # (R, BLOCK_N) bool where DROPOUT: the probabilities the dropout keeps
+    DROPOUT: tl.constexpr,
 ):
-    """One BLOCK_N step of the online softmax over keys ``[start_n, start_n + BLOCK_N)``."""
+    """One BLOCK_N step of the online softmax over keys ``[start_n, start_n + BLOCK_N)``;
+    with DROPOUT, the dropped probabilities count in the row's sum but not in the output
+    (whose 1 / (1 - p) the caller applies)."""
     cols = start_n + tl.arange(0, BLOCK_N)
     d = tl.arange(0, BLOCK_D)
     dv = tl.arange(0, BLOCK_DV)
@@ -100,6 +104,8 @@ def _attend_block(
     l_i = l_i * alpha + tl.sum(p, 1)
     v = _load_keys(v_base + cols[:, None] * sv_s + dv[None, :] * sv_d, cols, end, dv, DV, EDGE, HEAD_EXACT)
     # rescaled, then accumulated by the product itself (no second accumulator to add)
+    if DROPOUT:
+        p = tl.where(keep, p, 0.0)
     acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=INPUT_PRECISION)
     return acc, m_new, l_i
 

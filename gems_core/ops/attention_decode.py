@@ -245,14 +245,14 @@ def _attention_decode_kernel(
         acc, m_i, l_i = _attend_block(
             acc, m_i, l_i, q, k_base, v_base, mask_base, query, row_mask, row_ok, start_n, last,
             sk_s, sk_d, sv_s, sv_d, sm_s, D, DV, qk_scale,
-            BLOCK_N, BLOCK_D, BLOCK_DV, False, False, MASK, HEAD_EXACT, INPUT_PRECISION,
+            BLOCK_N, BLOCK_D, BLOCK_DV, False, False, MASK, HEAD_EXACT, INPUT_PRECISION, 0, False,
         )
     if not EVEN_KEYS:  # the last split's partial block, masked; no second pipeline otherwise
         for start_n in range(whole, last, BLOCK_N):
             acc, m_i, l_i = _attend_block(
                 acc, m_i, l_i, q, k_base, v_base, mask_base, query, row_mask, row_ok, start_n, last,
                 sk_s, sk_d, sv_s, sv_d, sm_s, D, DV, qk_scale,
-                BLOCK_N, BLOCK_D, BLOCK_DV, True, False, MASK, HEAD_EXACT, INPUT_PRECISION,
+                BLOCK_N, BLOCK_D, BLOCK_DV, True, False, MASK, HEAD_EXACT, INPUT_PRECISION, 0, False,
             )
     empty = l_i == 0.0
     out = acc / tl.where(empty, 1.0, l_i)[:, None]

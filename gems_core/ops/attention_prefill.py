@@ -44,7 +44,7 @@ from ..contract import KernelConfig
 from ..host_math import cdiv
 from ..launch_cache import LaunchCache
 from ..tuning import Tunable
-from .attention_backward import MASK_NONE
+from .attention_backward import MASK_NONE, dropout_arguments, dropout_keep
 from .attention_common import _attend_block, _bucket, _fits
 from .reduction import bench_ms
 
@@ -63,7 +63,7 @@ ATTENTION = Tunable(
 _CAUSAL_SECTION_PROGRAMS = 2
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seed_lo", "seed_hi", "offset_lo", "offset_hi"])
 def _attention_forward_kernel(
     q_ptr,  # (B, H, L, D)
     k_ptr,  # (B, HKV, S, D)
@@ -84,6 +84,12 @@ def _attention_forward_kernel(
     DV,
     qk_scale,  # |scale| * log2(e)
     SECTION,  # heads per section of the grid order (1: head-major)
+    seed_lo,  # the dropout's Philox seed and offset (attention_backward.dropout_keep)
+    seed_hi,
+    offset_lo,
+    offset_hi,
+    dropout_p,  # 0 < p < 1 where DROPOUT
+    dropout_scale,  # 1 / (1 - p)
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -92,6 +98,7 @@ def _attention_forward_kernel(
     MASK: tl.constexpr,
     HEAD_EXACT: tl.constexpr,
     INPUT_PRECISION: tl.constexpr,
+    DROPOUT: tl.constexpr,
 ):
     # the grid order (module docstring): sections of SECTION heads; in a section, block
     # index major and head minor, the longest causal blocks first
@@ -132,20 +139,34 @@ def _attention_forward_kernel(
     else:
         bare_end = whole
         end = S
+    row_base = bh.to(tl.int64) * L  # the dropout's counters
+    quads = tl.cdiv(S, 4)
     for start_n in range(0, bare_end, BLOCK_N):
+        if DROPOUT:
+            keep = dropout_keep(seed_lo, seed_hi, offset_lo, offset_hi, row_base, rows, start_n, quads, dropout_p,
+                                BLOCK_M, BLOCK_N)
+        else:
+            keep = 0
         acc, m_i, l_i = _attend_block(
             acc, m_i, l_i, q, k_base, v_base, mask_base, rows, row_mask, row_ok, start_n, S,
             sk_s, sk_d, sv_s, sv_d, sm_s, D, DV, qk_scale,
-            BLOCK_N, BLOCK_D, BLOCK_DV, False, False, MASK, HEAD_EXACT, INPUT_PRECISION,
+            BLOCK_N, BLOCK_D, BLOCK_DV, False, False, MASK, HEAD_EXACT, INPUT_PRECISION, keep, DROPOUT,
         )
     for start_n in range(bare_end, end, BLOCK_N):
+        if DROPOUT:
+            keep = dropout_keep(seed_lo, seed_hi, offset_lo, offset_hi, row_base, rows, start_n, quads, dropout_p,
+                                BLOCK_M, BLOCK_N)
+        else:
+            keep = 0
         acc, m_i, l_i = _attend_block(
             acc, m_i, l_i, q, k_base, v_base, mask_base, rows, row_mask, row_ok, start_n, S,
             sk_s, sk_d, sv_s, sv_d, sm_s, D, DV, qk_scale,
-            BLOCK_N, BLOCK_D, BLOCK_DV, True, CAUSAL, MASK, HEAD_EXACT, INPUT_PRECISION,
+            BLOCK_N, BLOCK_D, BLOCK_DV, True, CAUSAL, MASK, HEAD_EXACT, INPUT_PRECISION, keep, DROPOUT,
         )
     empty = l_i == 0.0
     out = acc / tl.where(empty, 1.0, l_i)[:, None]
+    if DROPOUT:
+        out = out * dropout_scale
     tl.store(o_ptr + b * so_b + h * so_h + rows[:, None] * so_l + dv[None, :] * so_d,
              out.to(o_ptr.dtype.element_ty), mask=row_ok[:, None] & (dv[None, :] < DV))
     # +inf for a row that attends nothing: the backward's exp2(s - lse) is then 0
@@ -163,23 +184,30 @@ def _causal_section(heads: int, blocks_m: int, units: int) -> int:
 
 def _prefill_launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, mask_kind: int,
                     causal: bool, qk_scale: float, out: torch.Tensor, lse: torch.Tensor, blocks: dict[str, Any],
-                    exact: bool, units: int) -> None:
+                    exact: bool, units: int, dropout: tuple[float, tuple[int, ...]] | None = None) -> None:
     """The prefill path (module docstring) into ``out`` and ``lse``: the backend's variant
-    where it takes the call, else the kernel here with the config tuned for this shape bucket."""
+    where it takes the call, else the kernel here with the config tuned for this shape bucket.
+    ``dropout``: (p, the Philox state of its draws) where probabilities are dropped (the
+    kernel here only)."""
     (batch, heads, length, _), (kv_heads, keys), value_dim = q.shape, k.shape[1:3], v.shape[-1]
-    if mask_kind == MASK_NONE and variants.offer("attention_forward", q, k, v, out, lse, causal, qk_scale):
+    if mask_kind == MASK_NONE and dropout is None and variants.offer("attention_forward", q, k, v, out, lse, causal,
+                                                                     qk_scale):
         return
     args = (*q.stride(), *k.stride(), *v.stride(), *mask.stride()[:4])
     tail = (heads, heads // kv_heads, length, keys, q.shape[-1], value_dim, qk_scale)
+    rng = dropout_arguments(dropout)
 
     def run(config: KernelConfig, target: torch.Tensor = out) -> None:
         blocks_m = cdiv(length, config.params["BLOCK_M"])
         section = _causal_section(batch * heads, blocks_m, units) if causal else 1
         _forward((blocks_m * batch * heads,), q, k, v, mask, target, lse, *args, *target.stride(), *tail, section,
-                 config=config, options=ATTENTION.options(), CAUSAL=causal, MASK=mask_kind, HEAD_EXACT=exact, **blocks)
+                 *rng, config=config, options=ATTENTION.options(), CAUSAL=causal, MASK=mask_kind, HEAD_EXACT=exact,
+                 DROPOUT=dropout is not None, **blocks)
 
     key = ("forward", str(q.dtype), _bucket(length), _bucket(keys), blocks["BLOCK_D"], blocks["BLOCK_DV"], causal,
            mask_kind)
+    if dropout is not None:  # (a key without it stays as shipped tables hold it)
+        key += ("dropout",)
     config = ATTENTION.choose(key, lambda c: bench_ms(lambda: run(c, torch.empty_like(out))),
                               _fits(q.dtype, None, blocks, mask_kind != MASK_NONE))
     run(config)
