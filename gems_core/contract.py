@@ -154,12 +154,17 @@ class OpGate:
     ``keep`` names forms of the op's calls that gems keeps serving under a whole-op gate:
     forms its implementation defines (``gems_core.registry.forms(op)`` lists them;
     convolution's ``"patches"``, a patch embedding computed as one matrix product, and
-    ``"unit"``, a 1x1 one). Every other call goes to ATen."""
+    ``"unit"``, a 1x1 one). Every other call goes to ATen.
+
+    ``leave`` is the converse, a gate on forms alone: the calls of these forms go to ATen,
+    every other call stays on gems (``scaled_dot_product_attention``'s ``"dropout"``). It
+    takes neither ``dtypes`` nor ``keep`` (give a dtype gate as an OpGate of its own)."""
 
     op: str
     dtypes: tuple[str, ...] = ()
     reason: str = ""
     keep: tuple[str, ...] = ()
+    leave: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

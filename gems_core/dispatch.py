@@ -213,6 +213,8 @@ def _make_kernel(
     if forms:  # (the dtypes the chip lacks stay gated)
         gated = frozenset(_torch_dtype(d) for d in rt.policy.unsupported_dtypes)
         always_aten = False
+    # forms of the op's calls the backend leaves to ATen (a gate on forms alone)
+    left = _forms_named(impl, rt.policy.leaves_for(impl.name)) if not always_aten else ()
     interpreter = rt.interpreter
     name = impl.name
     failed = rt.runtime_fallbacks
@@ -228,6 +230,8 @@ def _make_kernel(
             return aten("the backend leaves this dtype to ATen", keyset, *args, **kwargs)
         if forms and not any(test(*args, **kwargs) for test in forms):
             return aten("the backend leaves this op to ATen but for the forms it keeps", keyset, *args, **kwargs)
+        if left and any(test(*args, **kwargs) for test in left):
+            return aten("the backend leaves this form of the op's calls to ATen", keyset, *args, **kwargs)
         try:
             result = fn(*args, **kwargs)
         except KernelCompileError as exc:
@@ -264,7 +268,7 @@ def _make_kernel(
     # keyset object per call: ATen's kernel gets its own key when gems hands a call over.
     own_key = torch._C.DispatchKeySet(torch._C.DispatchKey.__members__[dispatch_key])
 
-    if interpreter or gated or forms:
+    if interpreter or gated or forms or left:
 
         def checked_kernel(*args: Any, **kwargs: Any) -> Any:
             return kernel(own_key, *args, **kwargs)
@@ -335,8 +339,12 @@ def _aten_dtypes(kernel: Callable[..., Any]) -> list[torch.dtype]:
 def _kept_forms(impl: OpImpl, policy: Any) -> tuple[Callable[..., bool], ...]:
     """The predicates of the forms of ``impl``'s calls its backend keeps on gems under a
     whole-op gate (``OpGate.keep``)."""
-    kept = policy.keeps_for(impl.name)
-    return tuple(test for form, test in impl.forms if form in kept)
+    return _forms_named(impl, policy.keeps_for(impl.name))
+
+
+def _forms_named(impl: OpImpl, names: frozenset[str]) -> tuple[Callable[..., bool], ...]:
+    """The predicates of ``impl``'s forms of these names."""
+    return tuple(test for form, test in impl.forms if form in names)
 
 
 def _register(ops: frozenset[str]) -> _State:

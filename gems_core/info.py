@@ -120,6 +120,10 @@ def _policy_section(rt: Any, tunables: Mapping[str, Any]) -> dict[str, Any]:
              "keeps": sorted(policy.gate_keeps.get(op, ()))}
             for op, dtypes in sorted(policy.gates.items())
         ],
+        "aten_forms": [
+            {"op": op, "forms": sorted(forms), "reason": policy.leave_reasons.get(op, "")}
+            for op, forms in sorted(policy.gate_leaves.items())
+        ],
         "unsupported_dtypes": sorted(policy.unsupported_dtypes),
         "supported_dtypes": [d for d in GATEABLE_DTYPES if d not in policy.unsupported_dtypes],
         "configs": configs,
@@ -313,6 +317,11 @@ def _policy_lines(name: str, pol: Mapping[str, Any], verbose: bool = True) -> li
                if g.get("keeps") else "")
             + (f"  ({g['reason']})" if g["reason"] else "")
             for g in pol["aten_ops"]
+        ]
+        + [
+            f"{g['op']}: its {' and '.join(g['forms'])} form{'s' if len(g['forms']) > 1 else ''} (the rest on gems)"
+            + (f"  ({g['reason']})" if g["reason"] else "")
+            for g in pol.get("aten_forms", ())
         ],
     )
     if pol["problems"]:

@@ -74,6 +74,10 @@ class Policy:
     gate_reasons: Mapping[str, str] = field(default_factory=dict)
     #: ATen name (overload or packet) gated whole -> forms of its calls kept on gems
     gate_keeps: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: ATen name (overload or packet) -> forms of its calls left to ATen (the rest on gems),
+    #: and why
+    gate_leaves: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    leave_reasons: Mapping[str, str] = field(default_factory=dict)
     #: dtypes the chip lacks: gated for every op
     unsupported_dtypes: frozenset[str] = frozenset()
     #: per tunable kernel ("*" for all): options the running Triton accepts
@@ -115,6 +119,13 @@ class Policy:
         """Whether ``overload`` (or its packet) is gated to ATen for ``dtype`` (a name)."""
         gate = self.gate_for(overload)
         return gate is not None and (not gate or dtype in gate)
+
+    def leaves_for(self, overload: str) -> frozenset[str]:
+        """Forms of ``overload``'s calls that the backend leaves to ATen (``OpGate.leave``)."""
+        found: frozenset[str] = frozenset()
+        for name in (overload, overload.split(".", 1)[0]):
+            found |= self.gate_leaves.get(name, frozenset())
+        return found
 
     def keeps_for(self, overload: str) -> frozenset[str]:
         """Forms of ``overload``'s calls that gems keeps serving under its whole-op gate."""
@@ -232,11 +243,23 @@ def _as_gate(entry: object) -> OpGate | None:
     return None
 
 
-def _gates(backend: Any, problems: _Problems) -> tuple[dict[str, set[str]], dict[str, str], dict[str, set[str]]]:
+@dataclass
+class _Leaves:
+    """Forms of ops' calls a backend leaves to ATen (``OpGate.leave``), and why."""
+
+    forms: dict[str, set[str]] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+
+def _gates(backend: Any, problems: _Problems,
+           leaves: _Leaves | None = None) -> tuple[dict[str, set[str]], dict[str, str], dict[str, set[str]]]:
+    """The backend's (gates, reasons, kept forms) by ATen name; its gates on forms alone
+    are added to ``leaves``."""
     hook = "gems_unsupported_ops"
     gates: dict[str, set[str]] = {}
     reasons: dict[str, str] = {}
     keeps: dict[str, set[str]] = {}
+    leaves = leaves if leaves is not None else _Leaves()
     for entry in problems.answer(hook, backend.call(hook), Iterable, "an iterable of op names or OpGates"):
         gate = _as_gate(entry)
         if gate is None:
@@ -251,8 +274,18 @@ def _gates(backend: Any, problems: _Problems) -> tuple[dict[str, set[str]], dict
             bad.append(f"keep of {gate.op!r} is {gate.keep!r}, not a tuple of form names")
         elif gate.keep and gate.dtypes:
             bad.append(f"keep of {gate.op!r} applies to a whole-op gate, not to one of dtypes")
+        leave = getattr(gate, "leave", ())
+        if not isinstance(leave, tuple) or not all(isinstance(f, str) for f in leave):
+            bad.append(f"leave of {gate.op!r} is {leave!r}, not a tuple of form names")
+        elif leave and (gate.dtypes or gate.keep):
+            bad.append(f"leave of {gate.op!r} is a gate on forms alone, without dtypes or keep")
         if bad:
             problems.add(hook, gate.op, "; ".join(bad))
+            continue
+        if leave:  # a gate on these forms only: the op stays on gems otherwise
+            leaves.forms.setdefault(gate.op, set()).update(leave)
+            if gate.reason:
+                leaves.reasons[gate.op] = gate.reason
             continue
         if gate.keep:
             keeps.setdefault(gate.op, set()).update(gate.keep)
@@ -366,17 +399,20 @@ def build_policy(selection: Selection) -> Policy:
     accepted = accepted_options(selection.execution.triton_backend)
     dropped: list[str] = []
     configs = _configs(backend, arch, accepted, dropped, problems)
-    gates, reasons, keeps = _gates(backend, problems)
-    _lift(gates, keeps, settings.get("GEMS_LIFT_GATES"), backend.name)
+    leaves = _Leaves()
+    gates, reasons, keeps = _gates(backend, problems, leaves)
+    _lift(gates, keeps, settings.get("GEMS_LIFT_GATES"), backend.name, leaves)
     deviations = _deviations(backend, problems)
     host = selection.installed.get(selection.execution.host) if selection.emulated else None
     if host is not None and host.name != backend.name:
-        deviations += _with_host(host, gates, reasons, keeps)
+        deviations += _with_host(host, gates, reasons, keeps, leaves)
     return Policy(
         configs=configs,
         gates={op: frozenset(d) for op, d in gates.items()},
         gate_reasons=reasons,
         gate_keeps={op: frozenset(forms) for op, forms in keeps.items()},
+        gate_leaves={op: frozenset(forms) for op, forms in leaves.forms.items()},
+        leave_reasons=dict(leaves.reasons),
         unsupported_dtypes=selection.descriptor.dtypes.unsupported(),
         compiler_options=_compiler_options(backend, arch, accepted, dropped, problems),
         dropped_options=tuple(dropped),
@@ -387,25 +423,29 @@ def build_policy(selection: Selection) -> Policy:
     )
 
 
-def _lift(gates: dict[str, set[str]], keeps: dict[str, set[str]], lifted: frozenset[str], backend: str) -> None:
-    """Drop, in place, the backend's gates (and the forms they keep) on the ops that
+def _lift(gates: dict[str, set[str]], keeps: dict[str, set[str]], lifted: frozenset[str], backend: str,
+          leaves: _Leaves | None = None) -> None:
+    """Drop, in place, the backend's gates (and the forms they keep or leave) on the ops that
     ``GEMS_LIFT_GATES`` names: an overload's gate, or a packet's and each of its overloads'
     (an overload whose packet is gated stays gated unless the packet is named). A name that
     lifts no gate is warned about. The chip's unsupported dtypes and, under emulation, the
     host's gates stay."""
     if not lifted:
         return
-    found = {name for name in lifted for op in gates if name in (op, op.split(".", 1)[0])}
+    left = leaves.forms if leaves is not None else {}
+    found = {name for name in lifted for op in [*gates, *left] if name in (op, op.split(".", 1)[0])}
     for op in [op for op in gates if op in lifted or op.split(".", 1)[0] in lifted]:
         del gates[op]
         keeps.pop(op, None)
+    for op in [op for op in left if op in lifted or op.split(".", 1)[0] in lifted]:
+        del left[op]
     if lifted - found:
         warnings.warn(f"gems: GEMS_LIFT_GATES names {', '.join(sorted(lifted - found))}, which backend "
                       f"{backend!r} does not gate", PolicyWarning, stacklevel=4)
 
 
 def _with_host(host: Any, gates: dict[str, set[str]], reasons: dict[str, str],
-               keeps: dict[str, set[str]]) -> tuple[Deviation, ...]:
+               keeps: dict[str, set[str]], leaves: _Leaves | None = None) -> tuple[Deviation, ...]:
     """Add the gates of ``host`` (the backend whose device runs an emulated backend's
     kernels) to the emulated backend's ``gates``, ``reasons`` and ``keeps``, in place, and
     return the host's deviations: what the device present cannot do holds under emulation
@@ -414,7 +454,13 @@ def _with_host(host: Any, gates: dict[str, set[str]], reasons: dict[str, str],
     out of this policy's list."""
     label = f"the host's ({host.name})"
     host_problems = _Problems(host.name)
-    host_gates, host_reasons, host_keeps = _gates(host, host_problems)
+    host_leaves = _Leaves()
+    host_gates, host_reasons, host_keeps = _gates(host, host_problems, host_leaves)
+    if leaves is not None:  # the forms the host leaves to ATen are left under emulation too
+        for op, forms in host_leaves.forms.items():
+            leaves.forms.setdefault(op, set()).update(forms)
+            why = f"{label}: {host_leaves.reasons.get(op) or 'left there'}"
+            leaves.reasons[op] = f"{leaves.reasons[op]}; {why}" if op in leaves.reasons else why
     for op, dtypes in host_gates.items():
         mine = gates.get(op)
         if mine is not None and not mine:  # the emulated backend gates the whole op already
@@ -432,6 +478,22 @@ def _with_host(host: Any, gates: dict[str, set[str]], reasons: dict[str, str],
                  for d in _deviations(host, host_problems))
 
 
+def _defined_forms(named: Mapping[str, frozenset[str]], forms: Callable[[str], Mapping[str, Iterable[str]]] | None,
+                   verb: str, problems: _Problems) -> dict[str, frozenset[str]]:
+    """``named`` (op -> forms a gate keeps or leaves) without the forms the op's
+    implementations do not define (``forms(op)``), each reported."""
+    found = {}
+    for op, names in named.items():
+        defined = set().union(*map(set, forms(op).values())) if forms else set()
+        unknown = sorted(names - defined)
+        if unknown:
+            problems.add("gems_unsupported_ops", op, f"{op!r} defines no form {', '.join(map(repr, unknown))} "
+                         f"to {verb} (its forms: {', '.join(sorted(defined)) or 'none'})")
+        if names & defined:
+            found[op] = frozenset(names & defined)
+    return found
+
+
 def check_tunables(policy: Policy, backend: str, limits: Limits, known: Mapping[str, Any],
                    served: Iterable[str],
                    forms: Callable[[str], Mapping[str, Iterable[str]]] | None = None) -> Policy:
@@ -440,7 +502,8 @@ def check_tunables(policy: Policy, backend: str, limits: Limits, known: Mapping[
     chip's ``limits``, nor overrides of overloads gems does not serve (not in ``served``),
     nor kept forms of gated ops that their implementations do not define (``forms(op)``:
     overload -> its form names, as :func:`gems_core.registry.forms`); each left out with a
-    warning."""
+    warning. Forms a gate leaves to ATen that the implementations do not define are left out
+    alike."""
     problems = _Problems(backend)
     names = ", ".join(sorted(known))
     configs = {}
@@ -473,16 +536,9 @@ def check_tunables(policy: Policy, backend: str, limits: Limits, known: Mapping[
         else:
             problems.add("gems_kernel_overrides", op, f"gems serves no overload {op!r}: an override "
                          "replaces one overload gems serves (e.g. 'add.Tensor', not 'add')")
-    keeps = {}
-    for op, kept in policy.gate_keeps.items():
-        defined = set().union(*map(set, forms(op).values())) if forms else set()
-        unknown = sorted(kept - defined)
-        if unknown:
-            problems.add("gems_unsupported_ops", op, f"{op!r} defines no form {', '.join(map(repr, unknown))} "
-                         f"to keep (its forms: {', '.join(sorted(defined)) or 'none'})")
-        if kept & defined:
-            keeps[op] = frozenset(kept & defined)
+    keeps = _defined_forms(policy.gate_keeps, forms, "keep", problems)
+    leaves = _defined_forms(policy.gate_leaves, forms, "leave", problems)
     if not problems.found:
         return policy
     return dataclasses.replace(policy, configs=configs, compiler_options=options, overrides=overrides,
-                               gate_keeps=keeps, problems=policy.problems + tuple(problems.found))
+                               gate_keeps=keeps, gate_leaves=leaves, problems=policy.problems + tuple(problems.found))

@@ -33,7 +33,9 @@ MALFORMED = FakePlugin("malformed", hooks='''
     @hookimpl
     def gems_unsupported_ops():
         return [OpGate("no_such_op"), OpGate("exp", dtypes=("fp32",)), "cumsum",
-                OpGate("convolution", keep=("no_such_form",)), OpGate("softmax", dtypes=("float16",), keep=("patches",))]
+                OpGate("convolution", keep=("no_such_form",)), OpGate("softmax", dtypes=("float16",), keep=("patches",)),
+                OpGate("scaled_dot_product_attention", leave=("no_such_form",)),
+                OpGate("cumsum", dtypes=("float16",), leave=("dropout",))]
 
 
     @hookimpl
@@ -75,6 +77,7 @@ LOAD = '''
         "gates": {op: sorted(d) for op, d in rt.policy.gates.items()
                   if not rt.policy.gate_reasons.get(op, "").startswith("the host's")},
         "keeps": {op: sorted(f) for op, f in rt.policy.gate_keeps.items()},
+        "leaves": {op: sorted(f) for op, f in rt.policy.gate_leaves.items()},
         "configs": {k: [c.describe() for c in v] for k, v in rt.policy.configs.items()},
         "options": sorted(rt.policy.compiler_options),
         "deviations": [d.op for d in rt.policy.deviations if not d.reason.startswith("the host's")],
@@ -153,6 +156,15 @@ def test_kept_forms_the_op_does_not_define_are_reported(malformed: dict) -> None
     """The gate stays (every call on ATen); the form it names is left out."""
     warning_about(malformed, "gems_unsupported_ops()", "'convolution' defines no form 'no_such_form'", "patches")
     assert malformed["keeps"] == {}
+
+
+def test_left_forms_that_are_undefined_or_combined_with_dtypes_are_reported(malformed: dict) -> None:
+    """A gate on forms alone names forms the op defines and nothing else: the one with
+    dtypes is left out whole, the unknown form is left out of the policy."""
+    warning_about(malformed, "gems_unsupported_ops()", "leave of 'cumsum' is a gate on forms alone")
+    warning_about(malformed, "gems_unsupported_ops()", "'scaled_dot_product_attention' defines no form "
+                  "'no_such_form' to leave", "dropout")
+    assert malformed["leaves"] == {}
 
 
 def test_malformed_deviations_are_reported(malformed: dict) -> None:

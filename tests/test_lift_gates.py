@@ -42,6 +42,17 @@ def test_named_gates_are_lifted_and_the_rest_stay(monkeypatch: pytest.MonkeyPatc
     assert lifted.unsupported_dtypes == gated.unsupported_dtypes
 
 
+def test_attention_with_dropout_is_left_to_aten_until_lifted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The NVIDIA backend's gate on a form alone: attention's dropout calls go to ATen, the
+    op stays served (its float32 gate aside); lifting the op lifts both."""
+    gated = _policy(monkeypatch, None)
+    assert gated.leaves_for("scaled_dot_product_attention") == {"dropout"}
+    assert "float16" not in gated.gate_for("scaled_dot_product_attention")
+    lifted = _policy(monkeypatch, "scaled_dot_product_attention")
+    assert lifted.leaves_for("scaled_dot_product_attention") == frozenset()
+    assert "float32" not in (lifted.gate_for("scaled_dot_product_attention") or ())
+
+
 def test_a_name_that_lifts_nothing_is_warned_about(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.warns(PolicyWarning, match="GEMS_LIFT_GATES names softmax, which backend 'nvidia' does not gate"):
         policy = _policy(monkeypatch, "softmax,mm")

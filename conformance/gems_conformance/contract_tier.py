@@ -103,6 +103,8 @@ def _op_checks(policy: Policy) -> list[Record]:
     for op, dtypes in sorted(policy.gates.items()):
         problems = [aten_problem(op)] + [policy_checks.dtype_problem(d) for d in sorted(dtypes)]
         found.append(_record(op, "unsupported op", "; ".join(p for p in problems if p)))
+    for op in sorted(set(policy.gate_leaves) - set(policy.gates)):  # gates on forms alone
+        found.append(_record(op, "unsupported op", aten_problem(op) or ""))
     for deviation in policy.deviations:
         problem = "; ".join(policy_checks.deviation_problems(deviation))
         found.append(_record(deviation.op, "deviation", problem,
