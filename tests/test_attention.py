@@ -615,3 +615,34 @@ def test_cpu_backend_sends_bf16_attention_to_aten(monkeypatch: pytest.MonkeyPatc
         got = F.scaled_dot_product_attention(q, k, v)
     assert not forward
     torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, v))
+
+
+_DROPOUT_AOT = """
+import json, torch
+from gems_core import aot, tuning
+from gems_core.registry import load_ops
+load_ops()
+from gems_core.ops import attention, attention_backward as backward
+from gems_core.ops.attention_common import _head_blocks
+
+q, k, v = (torch.empty(2, 4, 200, 64, dtype=torch.bfloat16) for _ in range(3))
+dropout = (0.1, (12345, 0, 4096, 0))
+done = []
+with aot.observe(done.append), tuning.forcing(lambda t: t.configs()[0]):
+    out, lse, _ = attention._forward_launch(q, k, v, q, backward.MASK_NONE, True, 0.125, dropout=dropout)
+    backward.launch_backward(q, k, v, q, out, torch.empty_like(out), lse, 0.125, True, backward.MASK_NONE,
+                             attention.ATTENTION_BACKWARD.configs()[0], _head_blocks(q, v),
+                             attention.ATTENTION_BACKWARD.options(), dropout)
+print(json.dumps([{"name": r.name, "error": r.error, "dropout": r.constexprs.get("DROPOUT")} for r in done]))
+"""
+
+
+def test_dropout_kernels_compile_ahead_of_time() -> None:
+    """The forward and both backward kernels with dropout compile for sm_90 (the NVIDIA
+    backend's kernels, compile-only; that backend leaves such calls to ATen, so the launches
+    are made directly). They ran on an H100 and an H200."""
+    import compile_only
+
+    outcome, _ = compile_only.run(_DROPOUT_AOT)
+    assert sorted(r["name"] for r in outcome) == ["attention", "attention_backward", "attention_backward"]
+    assert all(r["error"] is None and r["dropout"] for r in outcome), outcome
