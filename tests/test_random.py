@@ -367,3 +367,43 @@ def test_offsets_past_32_bits_keep_one_kernel_and_one_stream(monkeypatch: pytest
         masks = [torch.native_dropout(x, 0.5, True)[1] for _ in range(4)]
     assert torch.equal(masks[0], masks[1]) and not torch.equal(masks[0], masks[2])
     assert len(set(launched)) == 1  # the same argument types at every offset
+
+
+def test_threads_drawing_at_once_never_share_counters() -> None:
+    """A device generator's offset is read and advanced under a lock: 8 threads drawing 200
+    times each from one generator get 1600 disjoint counter ranges. (The stand-in yields
+    the thread between the read and the write, where an unlocked draw would interleave.)"""
+    import threading
+    import time
+
+    from gems_core.ops import random as R
+
+    class DeviceGenerator:
+        device = torch.device("meta")
+
+        def __init__(self) -> None:
+            self.offset = 0
+
+        def get_offset(self) -> int:
+            return self.offset
+
+        def set_offset(self, offset: int) -> None:
+            time.sleep(0)
+            self.offset = offset
+
+        def initial_seed(self) -> int:
+            return 7
+
+    gen = DeviceGenerator()
+    drawn: list[int] = []
+
+    def draw() -> None:
+        for _ in range(200):
+            drawn.append(R._seed_and_offset(torch.device("meta"), 8, gen)[1])  # type: ignore[arg-type]
+
+    threads = [threading.Thread(target=draw) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(drawn) == list(range(0, 1600 * 8, 8)) and gen.offset == 1600 * 8

@@ -20,6 +20,7 @@ once, and the random stream stays one algorithm (64-bit counters would switch Ph
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import torch
@@ -291,13 +292,19 @@ def _halves(seed: int, offset: int) -> tuple[int, int, int, int]:
     return (signed(seed & 0xFFFFFFFF), signed(seed >> 32), signed(offset & 0xFFFFFFFF), signed(offset >> 32))
 
 
+#: gems' draws read and advance a device generator's offset under this lock, so that calls in
+#: several threads never take the same counters (ATen's own draws hold the generator's mutex)
+_offsets = threading.Lock()
+
+
 def _seed_and_offset(device: torch.device, counters: int, generator: torch.Generator | None) -> tuple[int, int]:
     """(seed, offset) for a launch that uses ``counters`` Philox counters on ``device``."""
     gen = generator if generator is not None else _default_generator(device)
     if gen.device.type != "cpu":
         try:
-            offset = gen.get_offset()
-            gen.set_offset(offset + (counters + 3) // 4 * 4)
+            with _offsets:
+                offset = gen.get_offset()
+                gen.set_offset(offset + (counters + 3) // 4 * 4)
             return gen.initial_seed(), offset
         except (RuntimeError, AttributeError):
             pass
