@@ -252,3 +252,46 @@ def test_compiles_ahead_of_time_for_sm90() -> None:
         assert r["error"] is None, r["error"]
         assert r["ptx"] == {"cp.async.bulk.tensor": True, "wgmma.mma_async": True}
         assert r["usage"]["shared"] <= r["limit"] and not r["usage"].get("spills")
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_every_forward_config_matches_float64(stride: int, hopper: list[tuple[tuple[int, ...], int]]) -> None:
+    """Each of the forward's tuned configs (the choice a chip's benchmark makes) on channels
+    wide enough that none is cut down to another (64 in, 128 out), at unit stride and at a
+    stride of 2: agrees with float64."""
+    conv, conv_tma = _modules()
+    x = _rand(1, 64, 18, 17, seed=20)
+    w = _rand(128, 64, 3, 3, seed=21) * 0.1
+    want = F.conv2d(x.cpu().double(), w.cpu().double(), stride=stride, padding=1)
+    for config in conv_tma.CONV_TMA.configs():
+        y = torch.empty(want.shape, dtype=torch.float16, device=DEVICE).contiguous(memory_format=CL)
+        with tuning.forcing(lambda tunable, config=config: config if tunable.name == "conv_tma" else tunable.configs()[0]):
+            conv_tma.launch(conv._as_3d(x), conv._as_3d(w), None, conv._as_3d(y), (1, stride, stride), (0, 1, 1),
+                            (1, 1, 1), 1)
+        try:
+            _close(y, want)
+        except AssertionError as exc:
+            raise AssertionError(f"config {config.describe()}: {exc}") from None
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_every_weight_gradient_config_matches_float64(stride: int) -> None:
+    """Each of the weight gradient's configs, as above."""
+    conv, conv_tma = _modules()
+    x = _rand(1, 64, 18, 17, seed=22)
+    want_shape = F.conv2d(x.cpu().double(), torch.zeros(128, 64, 3, 3, dtype=torch.float64), stride=stride,
+                          padding=1).shape
+    grad = _rand(*want_shape, seed=23)
+    want = torch.ops.aten.convolution_backward(
+        grad.cpu().double(), x.cpu().double(), torch.empty(128, 64, 3, 3, dtype=torch.float64), None, [stride] * 2,
+        [1, 1], [1, 1], False, [0, 0], 1, [False, True, False])[1]
+    for config in conv_tma.CONV_TMA_WEIGHT.configs():
+        dw = torch.empty(128, 64, 3, 3, dtype=torch.float16, device=DEVICE).contiguous(memory_format=CL)
+        with tuning.forcing(lambda tunable, config=config: config if tunable.name == "conv_tma_weight_grad"
+                            else tunable.configs()[0]):
+            conv_tma.launch_weight_grad(conv._as_3d(grad), conv._as_3d(x), conv._as_3d(dw), (1, stride, stride),
+                                        (0, 1, 1), (1, 1, 1))
+        try:
+            torch.testing.assert_close(dw.double().cpu(), want, atol=5e-2, rtol=4e-3)
+        except AssertionError as exc:
+            raise AssertionError(f"config {config.describe()}: {exc}") from None
