@@ -7,6 +7,7 @@ lookup tables, so nothing here is consulted by a hook call on the per-op path.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,6 +138,13 @@ class KernelConfig:
                 tuple(sorted((k, repr(v)) for k, v in self.options.items())),
             )
         )
+
+    def without(self, *names: str) -> KernelConfig:
+        """This config less the params ``names`` (those its op chooses on the host, which the
+        kernel does not take); itself where it has none of them."""
+        if not any(name in self.params for name in names):
+            return self
+        return dataclasses.replace(self, params={k: v for k, v in self.params.items() if k not in names})
 
     def describe(self) -> str:
         parts = [f"{k}={v}" for k, v in self.params.items()]

@@ -252,14 +252,13 @@ class _Leaves:
 
 
 def _gates(backend: Any, problems: _Problems,
-           leaves: _Leaves | None = None) -> tuple[dict[str, set[str]], dict[str, str], dict[str, set[str]]]:
+           leaves: _Leaves) -> tuple[dict[str, set[str]], dict[str, str], dict[str, set[str]]]:
     """The backend's (gates, reasons, kept forms) by ATen name; its gates on forms alone
     are added to ``leaves``."""
     hook = "gems_unsupported_ops"
     gates: dict[str, set[str]] = {}
     reasons: dict[str, str] = {}
     keeps: dict[str, set[str]] = {}
-    leaves = leaves if leaves is not None else _Leaves()
     for entry in problems.answer(hook, backend.call(hook), Iterable, "an iterable of op names or OpGates"):
         gate = _as_gate(entry)
         if gate is None:
@@ -274,7 +273,7 @@ def _gates(backend: Any, problems: _Problems,
             bad.append(f"keep of {gate.op!r} is {gate.keep!r}, not a tuple of form names")
         elif gate.keep and gate.dtypes:
             bad.append(f"keep of {gate.op!r} applies to a whole-op gate, not to one of dtypes")
-        leave = getattr(gate, "leave", ())
+        leave = gate.leave
         if not isinstance(leave, tuple) or not all(isinstance(f, str) for f in leave):
             bad.append(f"leave of {gate.op!r} is {leave!r}, not a tuple of form names")
         elif leave and (gate.dtypes or gate.keep):
@@ -424,7 +423,7 @@ def build_policy(selection: Selection) -> Policy:
 
 
 def _lift(gates: dict[str, set[str]], keeps: dict[str, set[str]], lifted: frozenset[str], backend: str,
-          leaves: _Leaves | None = None) -> None:
+          leaves: _Leaves) -> None:
     """Drop, in place, the backend's gates (and the forms they keep or leave) on the ops that
     ``GEMS_LIFT_GATES`` names: an overload's gate, or a packet's and each of its overloads'
     (an overload whose packet is gated stays gated unless the packet is named). A name that
@@ -432,7 +431,7 @@ def _lift(gates: dict[str, set[str]], keeps: dict[str, set[str]], lifted: frozen
     host's gates stay."""
     if not lifted:
         return
-    left = leaves.forms if leaves is not None else {}
+    left = leaves.forms
     found = {name for name in lifted for op in [*gates, *left] if name in (op, op.split(".", 1)[0])}
     for op in [op for op in gates if op in lifted or op.split(".", 1)[0] in lifted]:
         del gates[op]

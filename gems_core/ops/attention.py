@@ -48,7 +48,7 @@ from ..host_math import cdiv
 from ..launch_cache import recording
 from ..registry import aten_op
 from ..tuning import Tunable
-from .attention_backward import LOG2E, MASK_ADD, MASK_BOOL, MASK_NONE, group_parts, launch_backward
+from .attention_backward import LOG2E, MASK_ADD, MASK_BOOL, MASK_NONE, launch_backward, split_parts
 from .attention_common import _bucket, _head_blocks, _prepare, _served
 from .attention_decode import _DECODE_MAX_LENGTH, DecodePlan, _decode_launch, _decode_plans, _plan_key
 from .attention_prefill import _prefill_launch
@@ -119,14 +119,10 @@ def _admits_split(q: torch.Tensor, k: torch.Tensor, fits: Callable[[KernelConfig
                   ) -> Callable[[KernelConfig], bool]:
     """``fits``, but for the GROUP_SPLIT configs only where they split: grouped-query
     attention whose unsplit dK/dV grid is too small for the chip's compute units."""
-    (batch, heads), (kv_heads, keys) = q.shape[:2], k.shape[1:3]
-    units = runtime.compute_units(q.device.type, q.device.index)
 
     def admit(config: KernelConfig) -> bool:
-        if config.params.get("GROUP_SPLIT"):
-            programs = batch * kv_heads * cdiv(keys, config.params["BLOCK_N"])
-            if group_parts(programs, heads // kv_heads, units) == 1:
-                return False
+        if config.params.get("GROUP_SPLIT") and split_parts(config, q, k) == 1:
+            return False
         return fits(config)
 
     return admit

@@ -14,7 +14,7 @@ for its query rows itself rather than in a separate pass.
 
 Grouped-query attention with few key blocks (a training step's 4 key/value heads of 384
 keys at batch 2: 48 dK/dV programs for an H100's 132 SMs) may split each group's query
-heads over several dK/dV programs (a config's ``GROUP_SPLIT``; :func:`group_parts`), each
+heads over several dK/dV programs (a config's ``GROUP_SPLIT``; :func:`split_parts`), each
 writing its heads' float32 sums to a buffer of its own; the buffers are then added in order
 (:func:`.gemm_decode.sum_slices`). The tuner weighs those configs against the unsplit ones
 where the split applies.
@@ -309,13 +309,8 @@ def launch_backward(
     tail = (length, keys, head_dim, value_dim, scale, scale * LOG2E, *dropout_arguments(dropout))
     group = heads // kv_heads
     block_m, block_n = config.params["BLOCK_M"], config.params["BLOCK_N"]
-    parts = 1
-    if config.params.get("GROUP_SPLIT"):
-        units = runtime.compute_units(q.device.type, q.device.index)
-        parts = group_parts(batch * kv_heads * cdiv(keys, block_n), group, units)
-    if "GROUP_SPLIT" in config.params:  # chosen on the host, not a constexpr of the kernel
-        config = KernelConfig({n: x for n, x in config.params.items() if n != "GROUP_SPLIT"},
-                              num_warps=config.num_warps, num_stages=config.num_stages, options=config.options)
+    parts = split_parts(config, q, k)
+    config = config.without("GROUP_SPLIT")  # chosen on the host, not a constexpr of the kernel
     # a part's float32 sums where the group is split (added below), else the gradients
     dk_parts, dv_parts = (slice_partials(t, parts, torch.float32) for t in (dk, dv))
     _dkdv(
@@ -341,11 +336,17 @@ def launch_backward(
 _PROGRAMS_PER_UNIT = 2
 
 
-def group_parts(programs: int, group: int, units: int) -> int:
-    """The dK/dV programs each key block's group of ``group`` query heads is split over,
-    given the ``programs`` of the unsplit grid: the fewest (a divisor of the group) that make
+def split_parts(config: KernelConfig, q: torch.Tensor, k: torch.Tensor) -> int:
+    """The dK/dV programs each key block's group of query heads is split over under
+    ``config`` for (B, H, L, D) queries ``q`` and (B, HKV, S, D) keys ``k``: 1 without
+    GROUP_SPLIT, else the fewest (a divisor of the group) that give the grid
     _PROGRAMS_PER_UNIT programs per compute unit, the whole group at most; 1 where the
     unsplit grid has that many already."""
+    if not config.params.get("GROUP_SPLIT"):
+        return 1
+    (batch, heads), (kv_heads, keys) = q.shape[:2], k.shape[1:3]
+    group, programs = heads // kv_heads, batch * kv_heads * cdiv(keys, config.params["BLOCK_N"])
+    units = runtime.compute_units(q.device.type, q.device.index)
     for parts in range(1, group + 1):
         if group % parts == 0 and programs * parts >= _PROGRAMS_PER_UNIT * units:
             return parts

@@ -504,9 +504,7 @@ def _build_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch
     block_n, block_dv = config.params["BLOCK_N"], blocks["BLOCK_DV"]
     key_blocks = cdiv(keys, block_n)
     splits = splits or config.params.get("SPLITS") or None
-    if any(name in config.params for name in _DECODE_HOST_PARAMS):  # the kernel is launched without them
-        config = KernelConfig({name: value for name, value in config.params.items() if name not in _DECODE_HOST_PARAMS},
-                              num_warps=config.num_warps, num_stages=config.num_stages, options=config.options)
+    config = config.without(*_DECODE_HOST_PARAMS)  # the kernel is launched without them
     if splits is None:
         tile = _decode_tile_bytes(q.dtype, block_r, blocks, mask_kind != MASK_NONE, config)
         slots = units * decode_resident(config, tile, runtime.current().limits.shared_memory_per_block)
