@@ -96,7 +96,7 @@ def resample_aa(BLOCK_L: int, BLOCK_I: int, num_warps: int = 4, num_stages: int 
 def tile(BLOCK_M: int, BLOCK_N: int,
          num_warps: int = 4, num_stages: int = 1, options: Options = None) -> KernelConfig:
     """A 2-D tile of BLOCK_M rows x BLOCK_N columns (``reduction``, ``softmax``, ``triangular``;
-    ``attention``: query rows x keys a step; ``pool``: positions x
+    ``attention`` and ``attention_backward``: query rows x keys a step; ``pool``: positions x
     channels; ``batch_norm``: rows x the contiguous columns, channels or positions; ``padding``,
     ``resample`` and their backward: rows x channels (channels_last) or columns)."""
     return _config({"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N}, num_warps, num_stages, options)
@@ -125,15 +125,6 @@ def attention_decode(BLOCK_N: int, num_warps: int = 4, num_stages: int = 2, SPLI
     """Decode attention: BLOCK_N keys a step; SPLITS and ROWS fix the split count and the
     padded query rows (left out, the kernel sizes them)."""
     return _config({"BLOCK_N": BLOCK_N, "SPLITS": SPLITS, "ROWS": ROWS}, num_warps, num_stages, options)
-
-
-def attention_backward(BLOCK_M: int, BLOCK_N: int, num_warps: int = 4, num_stages: int = 1,
-                       GROUP_SPLIT: int | None = None, options: Options = None) -> KernelConfig:
-    """Attention backward: BLOCK_M query rows x BLOCK_N keys a step; GROUP_SPLIT 1 splits a
-    grouped-query group's query heads over dK/dV programs where the unsplit grid is too small
-    for the chip (left out: never split)."""
-    return _config({"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "GROUP_SPLIT": GROUP_SPLIT}, num_warps, num_stages,
-                   options)
 
 
 def topk_chunk(CHUNK: int, num_warps: int = 4, num_stages: int = 1, options: Options = None) -> KernelConfig:
@@ -165,7 +156,7 @@ def conv_tma_weight_grad(TILE_H: int, TILE_W: int, BLOCK_M: int, BLOCK_N: int, n
 mm_tma = conv = mm
 conv_weight_grad = mm_decode
 conv_depthwise = tile
-reduction = softmax = triangular = attention = pool = tile
+reduction = softmax = triangular = attention = attention_backward = pool = tile
 batch_norm = tile
 norm = row
 compact = factory = gather_rows = scatter_gather = strided_copy = unique = bincount = isin = block

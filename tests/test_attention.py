@@ -113,39 +113,6 @@ def test_gems_kernels_run_forward_and_backward(monkeypatch: pytest.MonkeyPatch) 
     assert q.grad is not None and k.grad is not None and v.grad is not None
 
 
-@pytest.mark.parametrize("units", [8, 1])
-def test_a_grouped_query_backward_split_over_the_group(units: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A GROUP_SPLIT config on grouped-query attention whose dK/dV grid is too small for the
-    chip (8 units): each group's 4 query heads over 4 programs, their float32 sums added in
-    order; where the grid fills the chip (1 unit) the config runs unsplit. The gradients
-    match float64 both ways. Without grouped queries, or with a grid that fills the chip,
-    the tuner does not try the split configs."""
-    from gems_core.ops import attention
-
-    monkeypatch.setattr(runtime, "compute_units", lambda *device: units)
-    dkdv = _spy(monkeypatch, "attention_backward", "_dkdv")
-    from gems_core.ops.attention_common import _head_blocks
-
-    q, k, v = (t.requires_grad_() for t in _inputs(1, 8, 2, 20, 37, 16, seed=5))
-    fits = attention._fits_backward(q.dtype, _head_blocks(q, v), False)  # (float32: the FMA-unit tiles)
-    split = next(c for c in attention.ATTENTION_BACKWARD.configs() if c.params.get("GROUP_SPLIT") and fits(c))
-    weights = torch.randn(1, 8, 20, 16, generator=torch.Generator().manual_seed(6))
-    with _forcing(attention_backward=split), gems_core.use_gems(include=OPS):
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        got = torch.autograd.grad(out, (q, k, v), weights.to(DEVICE))
-    # unsplit: 2 programs (2 key/value heads, 1 block of keys); 2 a unit wanted: 16 programs
-    # (the whole group of 4 split, 8) for 8 units, none split for 1 unit
-    assert [tuple(g)[:2] for g in dkdv] == [(8 if units == 8 else 2, 1)]
-    wide = [t.detach().cpu().double().requires_grad_() for t in (q, k, v)]
-    want = F.scaled_dot_product_attention(*wide, is_causal=True, enable_gqa=True)
-    for label, g, e in zip("qkv", got, torch.autograd.grad(want, wide, weights.double())):
-        torch.testing.assert_close(g.cpu().double(), e, atol=GRAD_TOLERANCE[0], rtol=GRAD_TOLERANCE[1],
-                                   msg=lambda m, label=label: f"d{label}: {m}")
-    admitted = attention._admits_split(q, k, lambda config: True)(split)
-    assert admitted is (units == 8)  # (2 programs fill 1 unit twice)
-    assert not attention._admits_split(q, q, lambda config: True)(split)  # no grouped queries
-
-
 def _forcing(**configs: KernelConfig) -> Any:
     """Force the configs of the named tunables (others keep their first config)."""
     return tuning.forcing(lambda t: configs.get(t.name, t.configs()[0]))
@@ -666,27 +633,16 @@ with aot.observe(done.append), tuning.forcing(lambda t: t.configs()[0]):
     backward.launch_backward(q, k, v, q, out, torch.empty_like(out), lse, 0.125, True, backward.MASK_NONE,
                              attention.ATTENTION_BACKWARD.configs()[0], _head_blocks(q, v),
                              attention.ATTENTION_BACKWARD.options(), dropout)
-    # grouped-query heads split over the dK/dV programs (8 query heads on 2 of keys and values)
-    split = next(c for c in attention.ATTENTION_BACKWARD.configs() if c.params.get("GROUP_SPLIT"))
-    kv = torch.empty(1, 2, 64, 64, dtype=torch.bfloat16)
-    q8 = torch.empty(1, 8, 64, 64, dtype=torch.bfloat16)
-    backward.launch_backward(q8, kv, kv, q8, q8, q8, torch.empty(8, 64), 0.125, True, backward.MASK_NONE, split,
-                             _head_blocks(q8, kv), attention.ATTENTION_BACKWARD.options())
 print(json.dumps([{"name": r.name, "error": r.error, "dropout": r.constexprs.get("DROPOUT")} for r in done]))
 """
 
 
-def test_dropout_and_group_split_kernels_compile_ahead_of_time() -> None:
+def test_dropout_kernels_compile_ahead_of_time() -> None:
     """The forward and both backward kernels with dropout compile for sm_90 (the NVIDIA
     backend's kernels, compile-only; that backend leaves such calls to ATen, so the launches
-    are made directly; they ran on an H100 and an H200), and so does a grouped-query
-    backward split over the group's heads."""
+    are made directly). They ran on an H100 and an H200."""
     import compile_only
 
     outcome, _ = compile_only.run(_DROPOUT_AOT)
-    dropout = [r for r in outcome if r["dropout"]]
-    assert sorted(r["name"] for r in dropout) == ["attention", "attention_backward", "attention_backward"]
-    # and the dK/dV kernel split over a group's heads, the dQ kernel, the parts' sum
-    rest = sorted(r["name"] for r in outcome if not r["dropout"])
-    assert rest[:2] == ["attention_backward"] * 2 and len(rest) > 2, rest
-    assert all(r["error"] is None for r in outcome), outcome
+    assert sorted(r["name"] for r in outcome) == ["attention", "attention_backward", "attention_backward"]
+    assert all(r["error"] is None and r["dropout"] for r in outcome), outcome

@@ -14,9 +14,7 @@ nothing gives zeros (and zero gradients), as ATen's.
 Configs. Three tunables: "attention" (the prefill kernel: BLOCK_M, BLOCK_N, warps,
 stages), "attention_decode" (BLOCK_N, warps, stages; the split count follows from the
 grid) and "attention_backward" (its own BLOCK_M and BLOCK_N: the backward holds more tiles
-than the forward, and Hopper's large forward tiles do not suit it; configs with GROUP_SPLIT,
-tried only for grouped-query calls whose dK/dV grid is too small for the chip, split each
-group's query heads over several programs: :mod:`.attention_backward`). Each is autotuned per
+than the forward, and Hopper's large forward tiles do not suit it). Each is autotuned per
 shape bucket on a device; a config whose tiles do not fit the chip's shared memory for the
 call's dtype, head dims and mask is not tried (:func:`.attention_common._fits`,
 :func:`_fits_backward`).
@@ -42,13 +40,13 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from .. import configs, runtime
+from .. import runtime
 from ..contract import KernelConfig
 from ..host_math import cdiv
 from ..launch_cache import recording
 from ..registry import aten_op
 from ..tuning import Tunable
-from .attention_backward import LOG2E, MASK_ADD, MASK_BOOL, MASK_NONE, launch_backward, split_parts
+from .attention_backward import LOG2E, MASK_ADD, MASK_BOOL, MASK_NONE, launch_backward
 from .attention_common import _bucket, _head_blocks, _prepare, _served
 from .attention_decode import _DECODE_MAX_LENGTH, DecodePlan, _decode_launch, _decode_plans, _plan_key
 from .attention_prefill import _prefill_launch
@@ -57,25 +55,18 @@ from .reduction import bench_ms
 
 ATTENTION_BACKWARD = Tunable(
     "attention_backward",
-    params=("BLOCK_M", "BLOCK_N", "GROUP_SPLIT"),
-    optional=("GROUP_SPLIT",),
+    params=("BLOCK_M", "BLOCK_N"),
     defaults=[
-        configs.attention_backward(64, 64, num_warps=4, num_stages=2),
-        configs.attention_backward(128, 64, num_warps=8, num_stages=2),
-        configs.attention_backward(64, 32, num_warps=4, num_stages=3),
+        KernelConfig({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=2),
+        KernelConfig({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=2),
+        KernelConfig({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=4, num_stages=3),
         # float32 in IEEE precision (see _fits_backward)
-        configs.attention_backward(16, 64, num_warps=8, num_stages=1),
-        configs.attention_backward(32, 32, num_warps=8, num_stages=1),
-        configs.attention_backward(16, 32, num_warps=4, num_stages=1),
-        # grouped-query calls whose dK/dV grid is too small for the chip (see _admits_split)
-        configs.attention_backward(64, 64, num_warps=4, num_stages=2, GROUP_SPLIT=1),
-        configs.attention_backward(128, 64, num_warps=8, num_stages=2, GROUP_SPLIT=1),
-        configs.attention_backward(16, 64, num_warps=8, num_stages=1, GROUP_SPLIT=1),  # float32 (IEEE)
+        KernelConfig({"BLOCK_M": 16, "BLOCK_N": 64}, num_warps=8, num_stages=1),
+        KernelConfig({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=8, num_stages=1),
+        KernelConfig({"BLOCK_M": 16, "BLOCK_N": 32}, num_warps=4, num_stages=1),
     ],
     description="attention backward: the dK/dV programs own BLOCK_N keys and walk the queries "
-    "in BLOCK_M steps, the dQ programs own BLOCK_M queries and walk the keys in BLOCK_N steps; "
-    "GROUP_SPLIT 1 splits a grouped-query group's heads over dK/dV programs where their grid "
-    "is too small for the chip",
+    "in BLOCK_M steps, the dQ programs own BLOCK_M queries and walk the keys in BLOCK_N steps",
 )
 
 
@@ -111,19 +102,6 @@ def _fits_backward(dtype: torch.dtype, blocks: dict[str, Any], masked: bool) -> 
             tiles = max(dq, buffers * block_m * (block_d + 2 * block_dv))
         tiles += buffers * block_m * block_n if masked else 0
         return tiles * size <= rt.limits.shared_memory_per_block
-
-    return admit
-
-
-def _admits_split(q: torch.Tensor, k: torch.Tensor, fits: Callable[[KernelConfig], bool]
-                  ) -> Callable[[KernelConfig], bool]:
-    """``fits``, but for the GROUP_SPLIT configs only where they split: grouped-query
-    attention whose unsplit dK/dV grid is too small for the chip's compute units."""
-
-    def admit(config: KernelConfig) -> bool:
-        if config.params.get("GROUP_SPLIT") and split_parts(config, q, k) == 1:
-            return False
-        return fits(config)
 
     return admit
 
@@ -196,9 +174,7 @@ class _Attention(torch.autograd.Function):
             key += (blocks["INPUT_PRECISION"],)
         if dropout is not None:
             key += ("dropout",)
-        if q.shape[1] != k.shape[1]:  # grouped-query: the split configs may apply
-            key += ("grouped",)
-        admit = _admits_split(q, k, _fits_backward(q.dtype, blocks, mask_kind != MASK_NONE))
+        admit = _fits_backward(q.dtype, blocks, mask_kind != MASK_NONE)
         dq, dk, dv = run(ATTENTION_BACKWARD.choose(key, lambda config: bench_ms(lambda: run(config)), admit))
         return dq, dk, dv, None, None, None, None, None
 

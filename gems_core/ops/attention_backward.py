@@ -11,13 +11,6 @@ Two kernels, neither with atomics: one program per key block accumulates dK and 
 every query block (and, for grouped-query attention, over every query head of the group);
 one program per query block accumulates dQ over the key blocks. Each computes ``delta``
 for its query rows itself rather than in a separate pass.
-
-Grouped-query attention with few key blocks (a training step's 4 key/value heads of 384
-keys at batch 2: 48 dK/dV programs for an H100's 132 SMs) may split each group's query
-heads over several dK/dV programs (a config's ``GROUP_SPLIT``; :func:`split_parts`), each
-writing its heads' float32 sums to a buffer of its own; the buffers are then added in order
-(:func:`.gemm_decode.sum_slices`). The tuner weighs those configs against the unsplit ones
-where the split applies.
 """
 
 from __future__ import annotations
@@ -28,11 +21,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import runtime
 from ..contract import KernelConfig
 from ..host_math import cdiv
 from ..launch_cache import LaunchCache
-from .gemm_decode import slice_partials, sum_slices
 from .random import _uniform4
 
 LOG2E = 1.4426950408889634
@@ -102,19 +93,18 @@ def _attention_dkdv_kernel(
     o_ptr,  # (B, H, L, DV)
     do_ptr,  # (B, H, L, DV)
     lse_ptr,  # (B * H, L) fp32 contiguous, base 2
-    dk_ptr,  # (B, HKV, S, D); with PARTS > 1, PARTS float32 buffers of that shape, sdk_p apart
-    dv_ptr,  # (B, HKV, S, DV) alike
+    dk_ptr,  # (B, HKV, S, D)
+    dv_ptr,  # (B, HKV, S, DV)
     sq_b, sq_h, sq_l, sq_d,
     sk_b, sk_h, sk_s, sk_d,
     sv_b, sv_h, sv_s, sv_d,
     sm_b, sm_h, sm_l, sm_s,
     so_b, so_h, so_l, so_d,
     sdo_b, sdo_h, sdo_l, sdo_d,
-    sdk_b, sdk_h, sdk_s, sdk_d, sdk_p,
-    sdv_b, sdv_h, sdv_s, sdv_d, sdv_p,
+    sdk_b, sdk_h, sdk_s, sdk_d,
+    sdv_b, sdv_h, sdv_s, sdv_d,
     HKV,
     GROUP,  # query heads per key/value head
-    PARTS,  # dK/dV programs a group's query heads are split over (a divisor of GROUP)
     L,
     S,
     D,
@@ -136,12 +126,9 @@ def _attention_dkdv_kernel(
     INPUT_PRECISION: tl.constexpr,
     DROPOUT: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    bh = pid // PARTS
-    part = pid % PARTS
+    bh = tl.program_id(0)
     b = (bh // HKV).to(tl.int64)
     hk = (bh % HKV).to(tl.int64)
-    heads = GROUP // PARTS  # the query heads of this program
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     d = tl.arange(0, BLOCK_D)
     dv_ = tl.arange(0, BLOCK_DV)
@@ -155,7 +142,7 @@ def _attention_dkdv_kernel(
     first_m = 0
     if CAUSAL:  # query rows above this key block's first key do not attend it
         first_m = (tl.program_id(1) * BLOCK_N // BLOCK_M) * BLOCK_M
-    for g in range(part * heads, part * heads + heads):
+    for g in range(GROUP):
         h = hk * GROUP + g
         q_base = q_ptr + b * sq_b + h * sq_h
         o_base = o_ptr + b * so_b + h * so_h
@@ -186,10 +173,9 @@ def _attention_dkdv_kernel(
             ds = p * (dp - delta[:, None])
             dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=INPUT_PRECISION)
     dk = dk * scale
-    part = part.to(tl.int64)
-    tl.store(dk_ptr + part * sdk_p + b * sdk_b + hk * sdk_h + cols[:, None] * sdk_s + d[None, :] * sdk_d,
+    tl.store(dk_ptr + b * sdk_b + hk * sdk_h + cols[:, None] * sdk_s + d[None, :] * sdk_d,
              dk.to(dk_ptr.dtype.element_ty), mask=k_mask)
-    tl.store(dv_ptr + part * sdv_p + b * sdv_b + hk * sdv_h + cols[:, None] * sdv_s + dv_[None, :] * sdv_d,
+    tl.store(dv_ptr + b * sdv_b + hk * sdv_h + cols[:, None] * sdv_s + dv_[None, :] * sdv_d,
              dv.to(dv_ptr.dtype.element_ty), mask=v_mask)
 
 
@@ -309,19 +295,12 @@ def launch_backward(
     tail = (length, keys, head_dim, value_dim, scale, scale * LOG2E, *dropout_arguments(dropout))
     group = heads // kv_heads
     block_m, block_n = config.params["BLOCK_M"], config.params["BLOCK_N"]
-    parts = split_parts(config, q, k)
-    config = config.without("GROUP_SPLIT")  # chosen on the host, not a constexpr of the kernel
-    # a part's float32 sums where the group is split (added below), else the gradients
-    dk_parts, dv_parts = (slice_partials(t, parts, torch.float32) for t in (dk, dv))
     _dkdv(
-        (batch * kv_heads * parts, cdiv(keys, block_n)),
-        q, k, v, mask, o, do, lse, dk_parts, dv_parts,
-        *shared, *dk_parts.stride()[1:], dk_parts.stride(0), *dv_parts.stride()[1:], dv_parts.stride(0),
-        kv_heads, group, parts, *tail,
+        (batch * kv_heads, cdiv(keys, block_n)),
+        q, k, v, mask, o, do, lse, dk, dv,
+        *shared, *dk.stride(), *dv.stride(), kv_heads, group, *tail,
         config=config, options=options, **common,
     )
-    sum_slices(dk_parts, dk, parts, options)
-    sum_slices(dv_parts, dv, parts, options)
     _dq(
         (batch * heads, cdiv(length, block_m)),
         q, k, v, mask, o, do, lse, dq,
@@ -329,28 +308,6 @@ def launch_backward(
         config=config, options=options, **common,
     )
     return dq, dk, dv
-
-
-#: a split dK/dV grid holds at least this many programs per compute unit where the group
-#: has heads enough
-_PROGRAMS_PER_UNIT = 2
-
-
-def split_parts(config: KernelConfig, q: torch.Tensor, k: torch.Tensor) -> int:
-    """The dK/dV programs each key block's group of query heads is split over under
-    ``config`` for (B, H, L, D) queries ``q`` and (B, HKV, S, D) keys ``k``: 1 without
-    GROUP_SPLIT, else the fewest (a divisor of the group) that give the grid
-    _PROGRAMS_PER_UNIT programs per compute unit, the whole group at most; 1 where the
-    unsplit grid has that many already."""
-    if not config.params.get("GROUP_SPLIT"):
-        return 1
-    (batch, heads), (kv_heads, keys) = q.shape[:2], k.shape[1:3]
-    group, programs = heads // kv_heads, batch * kv_heads * cdiv(keys, config.params["BLOCK_N"])
-    units = runtime.compute_units(q.device.type, q.device.index)
-    for parts in range(1, group + 1):
-        if group % parts == 0 and programs * parts >= _PROGRAMS_PER_UNIT * units:
-            return parts
-    return group
 
 
 def dropout_arguments(dropout: tuple[float, tuple[int, ...]] | None) -> tuple[Any, ...]:
