@@ -871,3 +871,41 @@ def test_a_kernel_that_copies_its_input_does_so_in_ways_a_recording_owns(
         torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
     outside = [name for name in seen if name not in recorder._ALLOCATIONS]
     assert not outside, f"{op} ran {outside} outside its kernels"
+
+
+@needs_layer
+def test_attention_that_needs_a_gradient_launches_through_gems_ops_the_layer_fronts(monkeypatch):  # type: ignore[no-untyped-def]
+    """scaled_dot_product_attention in training: its autograd function's forward and backward
+    call gems::attention_forward and gems::attention_backward, which the layer fronts (on a
+    GPU the repeated calls are replayed; on the CPU interpreter each takes Python through
+    the layer); gradients stay those of float64 ATen. Calls with dropout keep Python.
+    float16: backends may leave float32 attention to ATen."""
+    if gems_core.device == "cpu":
+        monkeypatch.setenv("GEMS_NATIVE", "force")
+    device = gems_core.device
+    torch.manual_seed(2)
+    rounds = 4
+    with gems_core.use_gems(include=["scaled_dot_product_attention"]):
+        from gems_core.ops import attention  # defined once the backend is selected
+
+        for _ in range(rounds):
+            q, k, v = (torch.randn(2, 4 if i == 0 else 2, 20, 16, device=device, dtype=torch.float16,
+                                   requires_grad=True) for i in range(3))
+            grad = torch.randn(2, 4, 20, 16, device=device, dtype=torch.float16)
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            out.backward(grad)
+            reference = [t.detach().cpu().double().requires_grad_() for t in (q, k, v)]
+            expected = torch.nn.functional.scaled_dot_product_attention(*reference, is_causal=True, enable_gqa=True)
+            expected.backward(grad.cpu().double())
+            torch.testing.assert_close(out.detach().cpu().double(), expected.detach(), rtol=4e-3, atol=4e-3)
+            for got, want in zip((q, k, v), reference):
+                torch.testing.assert_close(got.grad.cpu().double(), want.grad, rtol=1e-2, atol=1e-2)
+        assert attention._fronted()
+        counts = {row["op"]: row["python_calls"] + row["hits"] for row in native.stats(attention._fronting[1])}
+        assert counts == {"attention_forward": rounds, "attention_backward": rounds}
+        q.grad = None
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.25, enable_gqa=True)
+        out.sum().backward()
+        assert q.grad is not None and torch.isfinite(q.grad).all()
+        after = {row["op"]: row["python_calls"] + row["hits"] for row in native.stats(attention._fronting[1])}
+    assert after == counts  # the dropout call took the Python path

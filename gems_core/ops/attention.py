@@ -34,13 +34,14 @@ keep other elements for the same seed (as gems' ``native_dropout`` does).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.autograd.function import once_differentiable
 
-from .. import runtime
+from .. import native, runtime
 from ..contract import KernelConfig
 from ..host_math import cdiv
 from ..launch_cache import recording
@@ -146,12 +147,94 @@ def _forward_launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: tor
     return out, lse, None
 
 
+def _backward_launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, out: torch.Tensor,
+                     grad: torch.Tensor, lse: torch.Tensor, mask_kind: int, causal: bool, scale: float,
+                     dropout: tuple[float, tuple[int, ...]] | None = None,
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) of the forward that gave ``out`` and ``lse``, on the tuned config."""
+    blocks = _head_blocks(q, v)
+    options = ATTENTION_BACKWARD.options()
+
+    def run(config: KernelConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return launch_backward(q, k, v, mask, out, grad, lse, scale, causal, mask_kind, config, blocks, options,
+                               dropout)
+
+    key = ("backward", str(q.dtype), _bucket(q.shape[2]), _bucket(k.shape[2]), blocks["BLOCK_D"],
+           blocks["BLOCK_DV"], mask_kind)
+    if blocks["INPUT_PRECISION"] is not None:  # float32: IEEE and tf32 admit other configs
+        key += (blocks["INPUT_PRECISION"],)
+    if dropout is not None:
+        key += ("dropout",)
+    admit = _fits_backward(q.dtype, blocks, mask_kind != MASK_NONE)
+    return run(ATTENTION_BACKWARD.choose(key, lambda config: bench_ms(lambda: run(config)), admit))
+
+
+# The launches of a call that needs a gradient, as gems' own ops (gems::attention_forward,
+# gems::attention_backward): the autograd function calls them through the dispatcher where
+# the native dispatch layer fronts them, so a training step's attention, forward and
+# backward, is replayed from C++ as any served call is (its Python path cost about 90 us a
+# direction on an H200 host, the backward's two launches keyed by 46 arguments each).
+# Calls with dropout draw a new mask each time: those keep the Python path.
+_LIBRARY = torch.library.Library("gems", "FRAGMENT")
+_LIBRARY.define("attention_forward(Tensor q, Tensor k, Tensor v, Tensor mask, int mask_kind, bool causal, "
+                "float scale) -> (Tensor, Tensor)")
+_LIBRARY.define("attention_backward(Tensor q, Tensor k, Tensor v, Tensor mask, Tensor out, Tensor grad, "
+                "Tensor lse, int mask_kind, bool causal, float scale) -> (Tensor, Tensor, Tensor)")
+
+
+def _forward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, mask_kind: int,
+                causal: bool, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    out, lse, _ = _forward_launch(q, k, v, mask, mask_kind, causal, scale)
+    return out, lse
+
+
+def _backward_op(*args: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _backward_launch(*args)
+
+
+#: (runtime number, the native layer's registration fronting the two ops or None where the
+#: layer does not serve that runtime), once the layer is loaded
+_fronting: tuple[int, Any] | None = None
+_fronting_lock = threading.Lock()
+
+
+def _fronted() -> bool:
+    """Whether the native layer fronts gems::attention_forward and gems::attention_backward
+    for the current runtime (registered once the layer is loaded; until then, and where it
+    does not serve, the autograd function calls their Python directly)."""
+    if native.loaded() is None:
+        return False  # off, unavailable, or still building (background compiles)
+    number = runtime.current().number
+    fronting = _fronting
+    if fronting is None or fronting[0] != number:
+        fronting = _front(number)
+    return fronting[1] is not None
+
+
+def _front(number: int) -> tuple[int, Any]:
+    global _fronting
+    with _fronting_lock:
+        if _fronting is not None and _fronting[0] == number:
+            return _fronting
+        if _fronting is not None and _fronting[1] is not None:
+            _fronting[1].close()  # one runtime's registration at a time
+        registration = native.open_registration("gems", runtime.current().selection.execution)
+        if registration is not None:
+            for name, kernel in (("attention_forward", _forward_op), ("attention_backward", _backward_op)):
+                native.front(registration, name, kernel, f"{number}/gems/{name}")
+        _fronting = (number, registration)
+        return _fronting
+
+
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
                 mask_kind: int, causal: bool, scale: float, dropout_p: float) -> torch.Tensor:
         dropout = _dropout_draw(q, k, dropout_p)
-        out, lse, _ = _forward_launch(q, k, v, mask, mask_kind, causal, scale, dropout=dropout)
+        if dropout is None and _fronted():
+            out, lse = torch.ops.gems.attention_forward(q, k, v, mask, mask_kind, causal, scale)
+        else:
+            out, lse, _ = _forward_launch(q, k, v, mask, mask_kind, causal, scale, dropout=dropout)
         ctx.save_for_backward(q, k, v, mask, out, lse)
         ctx.settings = (mask_kind, causal, scale, dropout)
         return out
@@ -161,21 +244,10 @@ class _Attention(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         q, k, v, mask, out, lse = ctx.saved_tensors
         mask_kind, causal, scale, dropout = ctx.settings
-        blocks = _head_blocks(q, v)
-        options = ATTENTION_BACKWARD.options()
-
-        def run(config: KernelConfig) -> tuple[torch.Tensor, ...]:
-            return launch_backward(q, k, v, mask, out, grad, lse, scale, causal, mask_kind, config, blocks, options,
-                                   dropout)
-
-        key = ("backward", str(q.dtype), _bucket(q.shape[2]), _bucket(k.shape[2]), blocks["BLOCK_D"],
-               blocks["BLOCK_DV"], mask_kind)
-        if blocks["INPUT_PRECISION"] is not None:  # float32: IEEE and tf32 admit other configs
-            key += (blocks["INPUT_PRECISION"],)
-        if dropout is not None:
-            key += ("dropout",)
-        admit = _fits_backward(q.dtype, blocks, mask_kind != MASK_NONE)
-        dq, dk, dv = run(ATTENTION_BACKWARD.choose(key, lambda config: bench_ms(lambda: run(config)), admit))
+        if dropout is None and _fronted():
+            dq, dk, dv = torch.ops.gems.attention_backward(q, k, v, mask, out, grad, lse, mask_kind, causal, scale)
+        else:
+            dq, dk, dv = _backward_launch(q, k, v, mask, out, grad, lse, mask_kind, causal, scale, dropout)
         return dq, dk, dv, None, None, None, None, None
 
 
