@@ -28,6 +28,10 @@ class _Recording(threading.local):
     #: set when ATen served a call because its kernel still compiles in the background: the
     #: native layer records the call again later instead of refusing it for good
     deferred = False
+    #: while the native layer records a call: its Philox draws from a device's default
+    #: generator, ((seed_lo, seed_hi, offset_lo, offset_hi), counters) each, which a replay
+    #: draws anew (gems_core.ops.random.philox_state notes them)
+    philox: list[tuple[tuple[int, int, int, int], int]] | None = None
 
     def may_defer(self) -> bool:
         """Whether ATen may still serve the dispatched call this thread runs whole: it has

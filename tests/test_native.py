@@ -30,6 +30,7 @@ _lib.define("both(Tensor x, Tensor y) -> Tensor")
 _lib.define("mapped(Tensor x) -> Tensor")
 _lib.define("ramp(int n, *, Device? device=None) -> Tensor")
 _lib.define("typed(Tensor x, Tensor[] more, *, ScalarType? dtype=None) -> Tensor")
+_lib.define("drawn(Tensor x) -> Tensor")
 
 
 def _launcher(function: int, codes: str, keep: tuple[int, ...]):  # type: ignore[no-untyped-def]
@@ -909,3 +910,103 @@ def test_attention_that_needs_a_gradient_launches_through_gems_ops_the_layer_fro
         assert q.grad is not None and torch.isfinite(q.grad).all()
         after = {row["op"]: row["python_calls"] + row["hits"] for row in native.stats(attention._fronting[1])}
     assert after == counts  # the dropout call took the Python path
+
+
+DRAWN = _launcher(4321, "OOiiiiii", (0, 1, 2, 3, 4, 5, 6, 7))
+
+
+def drawing(words: tuple[int, int, int, int], counters: int):  # type: ignore[no-untyped-def]
+    """A kernel that draws ``counters`` Philox counters (noting the draw as
+    gems_core.ops.random.philox_state does) and passes the words between two numbers."""
+
+    def drawn(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        if recording.native is not None:
+            recording.philox.append((words, counters))
+            recording.native.append((DRAWN, (1, 1, 1), (x, out, x.numel(), *words, 3)))
+        return out
+
+    return drawn
+
+
+@needs_layer
+def test_a_recipe_draws_new_philox_counters_on_every_replay(fake):  # type: ignore[no-untyped-def]
+    """A call that drew Philox counters is replayed with a new draw each time: the offset
+    words advance by the counters (to a multiple of 4), the rest of the launch stays."""
+    reg = fake("drawn", drawing((0, 0, 0, 0), 64))  # the words' classes: those of the fake draws
+    x = torch.randn(6)
+    for _ in range(5):
+        torch.ops.gems_native_test.drawn(x)
+    stats = reg.stats()[0]
+    assert (stats["python_calls"], stats["recipes"], stats["hits"]) == (2, 1, 3)
+    log = layer.take_launch_log()
+    offsets = [args[5] for *_, args in log]
+    assert [args[:5] + args[6:] for *_, args in log] == [[x.data_ptr(), args[1], 6, 0, 0, 0, 3] for *_, args in log]
+    assert offsets[1] - offsets[0] == offsets[2] - offsets[1] == 64 and offsets[0] % 64 == 0
+
+
+@needs_layer
+def test_a_replay_whose_draw_triton_would_specialize_otherwise_takes_python(fake):  # type: ignore[no-untyped-def]
+    """The recorded offset word (8) is not divisible by 16, the fake draws' are: the kernel
+    was compiled for the one, so each replay gives way to the Python path, drawing nothing
+    (the Python path then draws what it would have drawn)."""
+
+    def replayed_offset() -> int:  # the offset a recipe's next replay draws from
+        good = fake("drawn", drawing((0, 0, 0, 0), 64))
+        for _ in range(3):
+            torch.ops.gems_native_test.drawn(torch.randn(6))
+        good.close()
+        (*_, args), = layer.take_launch_log()
+        return args[5]
+
+    before = replayed_offset()
+    reg = fake("drawn", drawing((0, 0, 8, 0), 64))
+    for _ in range(4):
+        torch.ops.gems_native_test.drawn(torch.randn(6))
+    stats = reg.stats()[0]
+    assert (stats["recipes"], stats["hits"], stats["python_calls"]) == (1, 0, 4)
+    assert layer.take_launch_log() == []
+    reg.close()
+    assert replayed_offset() == before + 64
+
+
+def test_build_refuses_draws_it_cannot_repeat():
+    x = torch.randn(4)
+    out = torch.empty_like(x)
+    words = (5, 0, 32, 0)
+    launch = (DRAWN, (1, 1, 1), (x, out, 4, *words, 3))
+    recipe = build(out, [(0, x)], 1, [out], [launch], [(words, 40)])
+    assert [a for a in recipe[1][0][6] if a[0] == KINDS["philox"]] == [
+        (KINDS["philox"], 0, part, (40, recorder._class(w))) for part, w in enumerate(words)]
+    with pytest.raises(NotRepeatable, match="no launch reads"):
+        build(out, [(0, x)], 1, [out], [launch], [((9, 9, 9, 9), 8)])
+    with pytest.raises(NotRepeatable, match="more than one"):
+        build(out, [(0, x)], 1, [out], [launch], [(words, 40), ((9, 9, 9, 9), 8)])
+    constant = (_launcher(4321, "OOiiiii", (0, 1, 2, 3, 5, 6, 7)), (1, 1, 1), (x, out, 4, *words, 3))
+    with pytest.raises(NotRepeatable, match="a constant"):
+        build(out, [(0, x)], 1, [out], [constant], [(words, 40)])
+
+
+@needs_layer
+def test_dropout_replays_draw_as_the_python_path_does(monkeypatch):  # type: ignore[no-untyped-def]
+    """native_dropout through the layer: every call draws a new mask (replays included on a
+    GPU), the same seed gives the same masks, the output is input * mask / (1 - p)."""
+    if gems_core.device == "cpu":
+        monkeypatch.setenv("GEMS_NATIVE", "force")
+    device = gems_core.device
+    x = torch.randn(64, 96, device=device) + 3
+    with gems_core.use_gems(include=["native_dropout"]):
+        runs = []
+        for _ in range(2):
+            torch.manual_seed(5)
+            runs.append([torch.native_dropout(x, 0.3, True) for _ in range(5)])
+        stats = [s for s in gems_core.dispatch.native_stats() if s["op"] == "native_dropout"]
+    for out, mask in runs[0]:
+        assert mask.dtype == torch.bool and 0.6 < mask.float().mean().item() < 0.8
+        torch.testing.assert_close(out.double(), x.double() * mask / 0.7, rtol=1e-6, atol=1e-6)
+    masks = [mask for _, mask in runs[0]]
+    assert all(not torch.equal(a, b) for i, a in enumerate(masks) for b in masks[i + 1:])
+    assert all(torch.equal(a[1], b[1]) for a, b in zip(*runs))
+    assert stats and stats[0]["python_calls"] + stats[0]["hits"] == 10
+    if device == "cuda":
+        assert stats[0]["hits"] >= 6

@@ -362,7 +362,7 @@ def test_offsets_past_32_bits_keep_one_kernel_and_one_stream(monkeypatch: pytest
     monkeypatch.setattr(R, "_dropout", spy)
     x = torch.rand(3000) + 1
     states = iter([(11, 2**40 + 16), (11, 2**40 + 16), (11, 16), (11, 2**31 + 4)])
-    monkeypatch.setattr(R, "_seed_and_offset", lambda device, counters, generator: next(states))
+    monkeypatch.setattr(R, "_seed_and_offset", lambda device, counters, generator: (*next(states), True))
     with gems_served("native_dropout"):
         masks = [torch.native_dropout(x, 0.5, True)[1] for _ in range(4)]
     assert torch.equal(masks[0], masks[1]) and not torch.equal(masks[0], masks[2])

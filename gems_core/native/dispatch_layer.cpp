@@ -40,6 +40,10 @@
 #include <torch/csrc/utils/tensor_memoryformats.h>
 #include <torch/library.h>
 
+#include <ATen/Context.h>
+#include <torch/csrc/Generator.h>
+
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -131,7 +135,9 @@ py::list* launch_log = nullptr;  // created on first use, with the GIL
 // Recipes
 
 // The numbering is gems_core/native/recorder.py's KINDS.
-enum ArgKind : int { kPointer = 0, kNull = 1, kI32 = 2, kI64 = 3, kU32 = 4, kU64 = 5, kF32 = 6, kF64 = 7, kI8 = 8, kI16 = 9, kU8 = 10, kU16 = 11, kTensorMap = 12 };
+// kPhilox: an int32 drawn on every call, word ``offset`` (seed low and high, offset low and
+// high) of the call's Philox draw ``slot`` (Recipe::draws).
+enum ArgKind : int { kPointer = 0, kNull = 1, kI32 = 2, kI64 = 3, kU32 = 4, kU64 = 5, kF32 = 6, kF64 = 7, kI8 = 8, kI16 = 9, kU8 = 10, kU16 = 11, kTensorMap = 12, kPhilox = 13 };
 
 // A TMA tensor map passed by value (128 bytes, 64-byte aligned), encoded on
 // every launch over the address of its slot plus offset; the rest of the encoding is fixed
@@ -200,11 +206,21 @@ struct Generic {
   std::vector<GenericNumber> numbers;  // in the order derive() reads a recipe's integers
 };
 
+// A draw of Philox counters from the default generator of the call's device, made on every
+// replay as gems_core.ops.random's philox_state makes it; ``classes``: what Triton
+// specialized each of its four words on in the recorded call (-1: a word not passed), which
+// a replay's words must keep.
+struct Draw {
+  int64_t counters = 0;
+  std::array<int64_t, 4> classes{-1, -1, -1, -1};
+};
+
 struct Recipe {
   std::vector<Allocation> allocations;  // slots n_args, n_args + 1, ...
   std::vector<LaunchStep> launches;
   std::vector<int> returns;  // slot per returned tensor
   std::shared_ptr<const Generic> generic;  // set where it serves other lengths too
+  std::vector<Draw> draws;
 };
 
 int64_t ceil_div(int64_t p, int64_t q) { return p >= 0 ? (p + q - 1) / q : -((-p) / q); }
@@ -215,6 +231,54 @@ int64_t specialization(int64_t v) {
 }
 
 int64_t zero_or_one(int64_t v) { return (v == 0) | (v == 1) << 1; }
+
+// The kernels' int32 halves of a 64-bit seed and offset (gems_core.ops.random's _halves).
+std::array<int32_t, 4> philox_words(uint64_t seed, uint64_t offset) {
+  auto word = [](uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v & 0xFFFFFFFFu)); };
+  return {word(seed), word(seed >> 32), word(offset), word(offset >> 32)};
+}
+
+// (seed, offset) of ``counters`` Philox counters from ``generator``, its offset advanced past
+// them (to a multiple of 4), under the generator's mutex, which ATen's own draws hold too.
+std::pair<uint64_t, uint64_t> philox_advance(at::Generator& generator, int64_t counters) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  const uint64_t offset = generator.get_offset();
+  generator.set_offset(offset + (static_cast<uint64_t>(counters) + 3) / 4 * 4);
+  return {generator.current_seed(), offset};
+}
+
+// In fake-launch tests on the CPU, whose generator keeps no offset, draws come from here.
+std::atomic<uint64_t> fake_offset{0};
+
+bool same_classes(const std::array<int32_t, 4>& words, const std::array<int64_t, 4>& classes) {
+  for (size_t w = 0; w < 4; ++w) {
+    if (classes[w] >= 0 && specialization(words[w]) != classes[w]) return false;
+  }
+  return true;
+}
+
+// The words of ``draw``, made from the default generator of ``device`` (its offset advanced
+// past them, under its mutex); nothing where they would be specialized otherwise than the
+// recorded call's (the generator then untouched, so the Python path draws what it would
+// have drawn).
+std::optional<std::array<int32_t, 4>> philox_draw(c10::Device device, const Draw& draw) {
+  const uint64_t increment = (static_cast<uint64_t>(draw.counters) + 3) / 4 * 4;
+  if (device.is_cpu()) {
+    TORCH_CHECK(fake_launches.load(), "gems: a recipe draws Philox counters on the CPU");
+    uint64_t offset = fake_offset.load();
+    do {
+      if (!same_classes(philox_words(0, offset), draw.classes)) return std::nullopt;
+    } while (!fake_offset.compare_exchange_weak(offset, offset + increment));
+    return philox_words(0, offset);
+  }
+  at::Generator generator = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  const uint64_t offset = generator.get_offset();
+  const auto words = philox_words(generator.current_seed(), offset);
+  if (!same_classes(words, draw.classes)) return std::nullopt;
+  generator.set_offset(offset + increment);
+  return words;
+}
 
 // Length-generic recipes kept per family (the latest): specializations and bounds met lately.
 constexpr size_t kGenericPerFamily = 8;
@@ -267,7 +331,7 @@ std::shared_ptr<const Recipe> derive(const Recipe& base, const std::vector<int64
     for (LaunchArg& arg : step.args) {
       if (arg.kind == kPointer || arg.kind == kTensorMap) {
         arg.offset = next();
-      } else if (arg.kind != kNull && arg.kind != kF32 && arg.kind != kF64 && arg.kind != kU64) {
+      } else if (arg.kind != kNull && arg.kind != kF32 && arg.kind != kF64 && arg.kind != kU64 && arg.kind != kPhilox) {
         arg.ivalue = next();
       }
     }
@@ -720,8 +784,11 @@ class NativeKernel final : public c10::OperatorKernel {
         if (found != book_->recipes.end()) recipe = found->second;
       }
       if (recipe) {
-        run(*recipe, stack, n, device);
-        hits_.fetch_add(1, std::memory_order_relaxed);
+        if (run(*recipe, stack, n, device)) {
+          hits_.fetch_add(1, std::memory_order_relaxed);
+        } else {  // its Philox words are specialized otherwise than the recorded call's
+          call_python(op, stack, n, nullptr, &sized);
+        }
         return;
       }
       predicted = generic_for(key, sized, spans);
@@ -732,10 +799,11 @@ class NativeKernel final : public c10::OperatorKernel {
           if (book_->recipes.size() >= limit_) book_->recipes.clear();
           book_->recipes.emplace(key, predicted);
         }
-        run(*predicted, stack, n, device);
-        hits_.fetch_add(1, std::memory_order_relaxed);
-        generic_hits_.fetch_add(1, std::memory_order_relaxed);
-        return;
+        if (run(*predicted, stack, n, device)) {  // never false: a recipe with draws is not generic
+          hits_.fetch_add(1, std::memory_order_relaxed);
+          generic_hits_.fetch_add(1, std::memory_order_relaxed);
+          return;
+        }
       }
     }
     call_python(op, stack, n, keyed ? &key : nullptr, &sized, predicted.get());
@@ -786,11 +854,20 @@ class NativeKernel final : public c10::OperatorKernel {
   }
 
  private:
-  void run(const Recipe& recipe, torch::jit::Stack* stack, size_t n, c10::Device device) {
+  // Runs the recipe, its results replacing the arguments on the stack; false (the stack
+  // untouched) where a Philox word drawn for the call is specialized otherwise than the
+  // recorded call's was (Triton compiled the kernel for that class of value).
+  bool run(const Recipe& recipe, torch::jit::Stack* stack, size_t n, c10::Device device) {
     const size_t first = stack->size() - n;
     c10::OptionalDeviceGuard guard;
     const auto* impl = c10::impl::getDeviceGuardImpl(device.type());
     if (impl->getDevice() != device) guard.reset_device(device);
+    std::vector<std::array<int32_t, 4>> words;  // one draw at most (parse_recipe)
+    for (const Draw& draw : recipe.draws) {
+      auto drawn = philox_draw(device, draw);
+      if (!drawn) return false;
+      words.push_back(*drawn);
+    }
     std::vector<at::Tensor> allocated;
     allocated.reserve(recipe.allocations.size());
     for (const Allocation& a : recipe.allocations) {
@@ -834,6 +911,7 @@ class NativeKernel final : public c10::OperatorKernel {
             case kI16: { const int16_t v = static_cast<int16_t>(arg.ivalue); std::memcpy(&values[i], &v, 2); break; }
             case kU16: { const uint16_t v = static_cast<uint16_t>(arg.ivalue); std::memcpy(&values[i], &v, 2); break; }
             case kI32: { const int32_t v = static_cast<int32_t>(arg.ivalue); std::memcpy(&values[i], &v, 4); break; }
+            case kPhilox: std::memcpy(&values[i], &words[arg.slot][arg.offset], 4); break;
             case kU32: { const uint32_t v = static_cast<uint32_t>(arg.ivalue); std::memcpy(&values[i], &v, 4); break; }
             case kI64:
             case kU64: std::memcpy(&values[i], &arg.ivalue, 8); break;
@@ -869,6 +947,7 @@ class NativeKernel final : public c10::OperatorKernel {
     }
     torch::jit::drop(*stack, n);
     for (auto& r : results) stack->push_back(std::move(r));
+    return true;
   }
 
   // A recipe's allocation: straight from the allocator that PyTorch's own empty tensors of
@@ -938,6 +1017,10 @@ class NativeKernel final : public c10::OperatorKernel {
       } else if (arg.kind == kPointer || arg.kind == kNull || arg.kind == kU64 || arg.kind == kI64) {
         int64_t v;
         std::memcpy(&v, &values[i], 8);
+        args.append(py::int_(v));
+      } else if (arg.kind == kPhilox) {
+        int32_t v;
+        std::memcpy(&v, &values[i], 4);
         args.append(py::int_(v));
       } else {
         args.append(py::int_(arg.ivalue));
@@ -1108,6 +1191,9 @@ class NativeKernel final : public c10::OperatorKernel {
   // operands) against the Python kernel's: the stack holds the Python results now.
   void check(const Recipe& recipe, torch::jit::Stack& stack, size_t returns, const std::vector<c10::IValue>& copies,
              size_t n) {
+    // a recipe that draws random numbers draws others than the Python call did: nothing to
+    // hold against it (and a draw here would move the generator past what ATen expects)
+    if (!recipe.draws.empty()) return;
     torch::jit::Stack replay(copies.begin(), copies.end());
     run(recipe, &replay, n, device_of(copies));
     TORCH_CHECK(replay.size() == returns, "gems native check: " + name_ + ": the recipe returned " +
@@ -1245,10 +1331,20 @@ class NativeKernel final : public c10::OperatorKernel {
           arg.map = static_cast<int>(step.maps.size()) - 1;
         } else if (arg.kind == kF32 || arg.kind == kF64) {
           arg.fvalue = item[3].cast<double>();
+        } else if (arg.kind == kPhilox) {
+          // (kPhilox, draw, word, (counters, specialization class of the recorded word))
+          py::tuple value = item[3].cast<py::tuple>();
+          const int64_t counters = value[0].cast<int64_t>();
+          if (arg.slot < 0 || arg.slot >= 64 || arg.offset < 0 || arg.offset > 3 || counters <= 0) return nullptr;
+          if (recipe->draws.size() <= static_cast<size_t>(arg.slot)) recipe->draws.resize(arg.slot + 1);
+          Draw& draw = recipe->draws[arg.slot];
+          if (draw.counters != 0 && draw.counters != counters) return nullptr;
+          draw.counters = counters;
+          draw.classes[arg.offset] = value[1].cast<int64_t>();
         } else if (arg.kind != kPointer && arg.kind != kNull) {
           arg.ivalue = item[3].cast<int64_t>();
         }
-        if (arg.kind < kPointer || arg.kind > kTensorMap) return nullptr;
+        if (arg.kind < kPointer || arg.kind > kPhilox) return nullptr;
         if ((arg.kind == kPointer || arg.kind == kTensorMap) && !valid_pointer_slot(arg.slot, n, slots)) return nullptr;
         step.args.push_back(arg);
       }
@@ -1260,7 +1356,10 @@ class NativeKernel final : public c10::OperatorKernel {
       if (slot < 0 || static_cast<size_t>(slot) >= slots) return nullptr;
       recipe->returns.push_back(slot);
     }
-    if (parts.size() > 3 && !parts[3].is_none()) recipe->generic = parse_generic(parts[3]);
+    // one draw at most: a replay that gives way to Python must not have drawn before
+    if (recipe->draws.size() > 1 || (!recipe->draws.empty() && recipe->draws[0].counters == 0)) return nullptr;
+    // a recipe that draws is never length-generic: its words are no formulas
+    if (parts.size() > 3 && !parts[3].is_none() && recipe->draws.empty()) recipe->generic = parse_generic(parts[3]);
     return recipe;
   }
 
@@ -1533,6 +1632,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_fake_launches", [](bool on) { fake_launches.store(on); }, "Record launches instead of making them (tests)");
   m.def("set_check", [](bool on) { check_mode.store(on); }, "Record every call and check each new recipe against Python");
   m.def("take_launch_log", &take_launch_log, "The launches recorded instead of made, since the last call");
+  m.def(
+      "philox_advance",
+      [](py::object generator, int64_t counters) {
+        TORCH_CHECK(THPGenerator_Check(generator.ptr()), "gems: philox_advance takes a torch.Generator");
+        at::Generator& gen = reinterpret_cast<THPGenerator*>(generator.ptr())->cdata;
+        py::gil_scoped_release no_gil;  // the mutex may be held by a draw that waits for the GIL
+        return philox_advance(gen, counters);
+      },
+      "(seed, offset) of counters Philox counters from a device generator, its offset advanced past them "
+      "under the generator's mutex (the replays' draws take it too)");
   m.def("foreach_addresses", &foreach_addresses,
         "A foreach call's tensor lists checked: (data pointers row after row, the first row's element counts) or None");
 }

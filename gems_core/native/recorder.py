@@ -12,6 +12,12 @@ outputs or buffers it allocated. Its recipe then lists
   (launch code ``T``, a :class:`TensorMap` value) is addressed like a pointer and carries
   the rest of its encoding as its value, and the native layer encodes it on every launch;
 - ``returns``: the slot of each returned tensor,
+- (in ``launches``) the four int32 words of a Philox draw the call made from its device's
+  default generator (``gems_core.ops.random.philox_state`` notes each in
+  ``recording.philox``: seed low and high, offset low and high) as arguments
+  ``(KINDS["philox"], draw, word, (counters, specialization))``: the layer draws
+  ``counters`` anew on every replay, as the Python path would, and takes the Python path
+  for a call whose words Triton would specialize otherwise (equal to 1, divisible by 16);
 - and, where the op declares its calls length-generic (``recording.generic``), a fourth
   part: the recipe's integers as formulas in one size of the key (:func:`learn`), or None
   until the family's recordings give them (the layer then records the family's next new
@@ -45,7 +51,7 @@ from ..launch_cache import is_resident, recording
 
 #: argument kinds, as dispatch_layer.cpp numbers them
 KINDS = {"pointer": 0, "null": 1, "i32": 2, "i64": 3, "u32": 4, "u64": 5, "f32": 6, "f64": 7,
-         "i8": 8, "i16": 9, "u8": 10, "u16": 11, "tensor_map": 12}
+         "i8": 8, "i16": 9, "u8": 10, "u16": 11, "tensor_map": 12, "philox": 13}
 
 #: PyTorch's launcher argument codes (see launch_cache.torch_launcher) -> kinds
 _CODE_KINDS = {"i": "i32", "l": "i64", "b": "i8", "h": "i16", "I": "u32", "K": "u64", "B": "u8",
@@ -145,21 +151,21 @@ def record_call(
     device_type = next((t.device.type for _, t in tensors if t.device.type != "cpu"), "cpu")
     observer = _Observer(device_type)
     previous = (recording.native, recording.impure, recording.deferred,
-                getattr(recording, "generic", None), getattr(recording, "generic_launches", None))
+                getattr(recording, "generic", None), getattr(recording, "generic_launches", None), recording.philox)
     recording.native, recording.impure, recording.deferred, recording.generic = [], False, False, None
-    recording.generic_launches = None
+    recording.generic_launches, recording.philox = None, []
     unhook = _watch_foreign_launches()
     try:
         with observer:
             result = kernel(*args, **kwargs)
         launches, impure, deferred = recording.native, recording.impure, recording.deferred
-        bounds = recording.generic
+        bounds, draws = recording.generic, recording.philox
         if recording.generic_launches not in (None, len(launches)):
             bounds = None  # declared for the launches made before others were: not for the call
     finally:
         unhook()
         (recording.native, recording.impure, recording.deferred, recording.generic,
-         recording.generic_launches) = previous
+         recording.generic_launches, recording.philox) = previous
     if deferred:
         _refused(op, "not yet: ATen served it while its kernel compiles in the background")
         return result, False
@@ -174,11 +180,11 @@ def record_call(
             _refused(op, f"it ran {observer.other} outside a kernel")
         return result, None
     try:
-        recipe = build(result, tensors, count, observer.allocated, launches)
+        recipe = build(result, tensors, count, observer.allocated, launches, draws)
     except NotRepeatable as exc:
         _refused(op, str(exc))
         return result, None
-    if bounds is None or family is None:
+    if bounds is None or family is None or draws:
         return result, recipe
     spans = [_extent(t) for _, t in tensors] + [_extent(a) for a in observer.allocated if isinstance(a, torch.Tensor)]
     if max(spans, default=0) >= _LARGE:
@@ -252,8 +258,10 @@ def build(
     count: int,
     allocated: Sequence[torch.Tensor],
     launches: Sequence[tuple[Any, tuple[int, int, int], tuple[Any, ...]]],
+    draws: Sequence[tuple[tuple[int, int, int, int], int]] = (),
 ) -> tuple[Any, ...]:
-    """The recipe of a watched call (raises :class:`NotRepeatable`)."""
+    """The recipe of a watched call (raises :class:`NotRepeatable`); ``draws``: the call's
+    Philox draws, (words, counters) each."""
     if isinstance(result, torch.Tensor):
         returned: list[Any] = [result]
     elif isinstance(result, (tuple, list)) and result and all(isinstance(r, torch.Tensor) for r in result):
@@ -308,16 +316,31 @@ def build(
                 return scratch_slots[index], address - a.data_ptr()
         raise NotRepeatable("a launch reads or writes memory the call does not own")
 
+    if len(draws) > 1:
+        # a replay whose draw Triton would specialize otherwise gives way to Python before
+        # it draws: with two, the first would be drawn already
+        raise NotRepeatable("more than one Philox draw")
     steps = []
+    read = set()  # the draws some launch reads
     for go, grid, args in launches:
         spec = getattr(go, "native", None)
         if spec is None:
             raise NotRepeatable("a launch the native layer cannot make")
         function, block, shared, codes, keep = spec
-        values = [args[i] for i in keep] if keep is not None else list(args[: len(codes)])
+        positions = list(keep) if keep is not None else list(range(min(len(args), len(codes))))
+        words = _philox_words(args, draws, positions)
+        read.update(draw for draw, _ in words.values())
+        values = [args[i] for i in positions]
         values += [None] * (len(codes) - len(values))  # the launcher's trailing scratch pointers
         described = []
-        for code, value in zip(codes, values):
+        for index, (code, value) in enumerate(zip(codes, values)):
+            word = words.get(positions[index]) if index < len(positions) else None
+            if word is not None:
+                if code != "i":
+                    raise NotRepeatable("a Philox word passed as other than an int32")
+                draw, part = word
+                described.append((KINDS["philox"], draw, part, (draws[draw][1], _class(value))))
+                continue
             if code == "T":
                 if not isinstance(value, TensorMap):
                     raise NotRepeatable("a tensor map argument the launcher did not describe")
@@ -343,7 +366,25 @@ def build(
                 number = float(value) if kind in ("f32", "f64") else int(value)
                 described.append((KINDS[kind], 0, 0, number))
         steps.append((function, grid[0], grid[1], grid[2], block, shared, tuple(described)))
+    if len(read) != len(draws):
+        raise NotRepeatable("a Philox draw no launch reads")
     return (tuple(allocations), tuple(steps), tuple(returns))
+
+
+def _philox_words(args: Sequence[Any], draws: Sequence[tuple[tuple[int, int, int, int], int]],
+                  kept: Sequence[int]) -> dict[int, tuple[int, int]]:
+    """Argument position -> (draw, word) for each Philox draw a launch's arguments carry, as
+    four consecutive integers (each passed: Triton made none a constant)."""
+    found: dict[int, tuple[int, int]] = {}
+    numbers = [a if isinstance(a, int) and not isinstance(a, bool) else None for a in args]
+    for draw, (words, _) in enumerate(draws):
+        for start in range(len(numbers) - 3):
+            if tuple(numbers[start:start + 4]) == tuple(words):
+                if not set(range(start, start + 4)) <= set(kept):
+                    raise NotRepeatable("Triton made a Philox word a constant")
+                found.update({start + part: (draw, part) for part in range(4)})
+                break
+    return found
 
 
 # ---------------------------------------------------------------------------------------

@@ -27,10 +27,10 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import runtime
+from .. import native, runtime
 from ..codegen.pointwise import pointwise
 from ..host_math import cdiv, next_power_of_2
-from ..launch_cache import LaunchCache
+from ..launch_cache import LaunchCache, recording
 from ..registry import aten_op
 from .factory import fill_tensor
 from .indexing import device_check_options, host_checks_indices
@@ -277,8 +277,19 @@ def _one_draw(rows: torch.Tensor, generator: Any) -> torch.Tensor | None:
 
 def philox_state(device: torch.device, counters: int, generator: torch.Generator | None) -> tuple[int, ...]:
     """(seed_lo, seed_hi, offset_lo, offset_hi) for a launch that uses ``counters`` Philox
-    counters on ``device``: the kernels' 32-bit halves (:func:`_uniform4`)."""
-    return _halves(*_seed_and_offset(device, counters, generator))
+    counters on ``device``: the kernels' 32-bit halves (:func:`_uniform4`). Under the native
+    layer's recording, a draw from the device's default generator is noted for the recipe,
+    which draws anew on every replay (``recording.philox``); any other makes the call
+    unrepeatable."""
+    seed, offset, by_offset = _seed_and_offset(device, counters, generator)
+    words = _halves(seed, offset)
+    if recording.native is not None:
+        if by_offset and recording.philox is not None and (
+                generator is None or generator is _default_generator(generator.device)):
+            recording.philox.append((words, counters))
+        else:
+            recording.impure = True
+    return words
 
 
 def _halves(seed: int, offset: int) -> tuple[int, int, int, int]:
@@ -297,19 +308,28 @@ def _halves(seed: int, offset: int) -> tuple[int, int, int, int]:
 _offsets = threading.Lock()
 
 
-def _seed_and_offset(device: torch.device, counters: int, generator: torch.Generator | None) -> tuple[int, int]:
-    """(seed, offset) for a launch that uses ``counters`` Philox counters on ``device``."""
+def _seed_and_offset(device: torch.device, counters: int, generator: torch.Generator | None
+                     ) -> tuple[int, int, bool]:
+    """(seed, offset, whether the generator's offset was advanced) for a launch that uses
+    ``counters`` Philox counters on ``device``: a device generator's offset is read and
+    advanced under the generator's own mutex where the native layer is loaded (its replays
+    draw so too, as ATen's draws do), else under :data:`_offsets`; a generator without an
+    offset (the CPU's) gives a seed drawn from it and offset 0."""
     gen = generator if generator is not None else _default_generator(device)
     if gen.device.type != "cpu":
+        layer = native.loaded()
         try:
+            if layer is not None and isinstance(gen, torch.Generator):
+                seed, offset = layer.philox_advance(gen, counters)
+                return seed, offset, True
             with _offsets:
                 offset = gen.get_offset()
                 gen.set_offset(offset + (counters + 3) // 4 * 4)
-            return gen.initial_seed(), offset
+            return gen.initial_seed(), offset, True
         except (RuntimeError, AttributeError):
             pass
     seed = torch.randint(0, 2**62, (), generator=gen, dtype=torch.int64, device=gen.device)
-    return int(seed), 0
+    return int(seed), 0, False
 
 
 def _default_generator(device: torch.device) -> torch.Generator:
@@ -442,10 +462,12 @@ def multinomial(self: torch.Tensor, num_samples: int, replacement: bool = False,
     return out if self.dim() == 2 else out.squeeze(0)
 
 
-@aten_op("native_dropout", native=False)
+@aten_op("native_dropout")
 def native_dropout(input: torch.Tensor, p: float, train: bool | None) -> Any:
     """(output, mask): mask is True with probability 1 - p, output = input * mask / (1 - p)
-    (0 where p = 1). Not training: (a copy of input, all True)."""
+    (0 where p = 1). Not training: (a copy of input, all True). The native layer replays
+    repeated calls, drawing the Philox counters of each from the device's default generator
+    as this does (:func:`philox_state`)."""
     if input.dtype not in _FLOATS or input.numel() == 0:
         return NotImplemented
     if train is not None and not train:

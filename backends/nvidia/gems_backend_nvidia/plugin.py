@@ -96,6 +96,10 @@ _CUBLAS_FLOAT32 = ("mm", "mm.out", "addmm", "addmm.out", "bmm", "bmm.out", "badd
 #: host path of the autograd function), and BERT's and GPT-2's training steps 0.90x and 0.79x
 #: (H100) with it on gems
 _LEFT = {"scaled_dot_product_attention": ("dropout",)}
+#: F.dropout stays with ATen's composite, which on CUDA devices calls native_dropout (gems')
+#: itself, from C++: gems' own registration of it (for backends where ATen's composite does
+#: not) would only put a Python call in front of every dropout of a training step
+_ATEN_COMPOSITE = ("dropout",)
 
 
 @hookimpl
@@ -105,7 +109,9 @@ def gems_unsupported_ops() -> Iterable[OpGate]:
             *(OpGate(op, dtypes=("float32",), reason="cuBLAS's float32 products are faster on this chip")
               for op in _CUBLAS_FLOAT32),
             *(OpGate(op, reason="FlashAttention's and cuDNN's attention with dropout is faster on this chip",
-                     leave=forms) for op, forms in _LEFT.items())]
+                     leave=forms) for op, forms in _LEFT.items()),
+            *(OpGate(op, reason="ATen's composite calls gems' native_dropout on this device, without Python")
+              for op in _ATEN_COMPOSITE)]
 
 
 @hookimpl
