@@ -6,6 +6,7 @@ GPT-2, BERT, ViT) and torchvision's ResNet-50, the model code unchanged, under
     python benchmarks/models.py --models llama,bert --workloads forward,train --out models.jsonl
     python benchmarks/models.py --new-tokens 128 --generate-batches 1,8
     python benchmarks/models.py --tiny --device cpu           # tiny configs, the cpu backend
+    python benchmarks/models.py --models llama --workloads train --train-steps 20   # and 20-step loss curves
 
 Every model is built from a config with random weights (nothing is downloaded):
 
@@ -27,7 +28,9 @@ prompt with a DynamicCache, and with ``cache_implementation="static"``, at each 
 ``--generate-batches``; eager: ``disable_compile=True`` keeps transformers from compiling
 the static-cache forward, which would replace both providers' kernels with Inductor's),
 ``train`` (one AdamW step under bf16 autocast on float32 master weights, from the same
-weights every round).
+weights every round; with ``--train-steps N`` each provider also runs N steps from the initial
+weights and a fresh optimizer, untimed, and the loss curves are compared: each row's
+``train_losses``, and ``loss_curve_max_rel_diff`` against the first ATen provider's).
 
 Providers: ATen with each SDPA backend (``aten-math``, ``aten-efficient``, ``aten-flash``,
 ``aten-cudnn``, by ``torch.nn.attention.sdpa_kernel``; on the CPU math and flash; a model
@@ -236,6 +239,9 @@ class Case:
     batch: int
     run: Callable[[], Any]
     prepare: Callable[[], None] = lambda: None
+    #: training: ``trajectory(n)``, the losses of n steps from the initial weights and a
+    #: fresh optimizer (state reset before and after)
+    trajectory: Callable[[int], list[float]] | None = None
 
 
 def make_cases(spec: ModelSpec, args: argparse.Namespace, device: torch.device) -> Iterator[Case]:
@@ -303,7 +309,19 @@ def _train_case(spec: ModelSpec, base: nn.Module, args: argparse.Namespace, devi
         return {"loss": loss, "grad_norm": torch.linalg.vector_norm(
             torch.stack([torch.linalg.vector_norm(p.grad.float()) for p in params]))}
 
-    yield Case(spec.name, "train", batch, step, prepare)
+    def trajectory(steps: int) -> list[float]:
+        losses = []
+        try:
+            prepare()
+            optimizer.state.clear()
+            for _ in range(steps):
+                losses.append(float(step()["loss"].detach()))
+        finally:
+            prepare()
+            optimizer.state.clear()
+        return losses
+
+    yield Case(spec.name, "train", batch, step, prepare, trajectory)
 
 
 # -- what ran on ATen -----------------------------------------------------------------------
@@ -514,6 +532,7 @@ def measure(case: Case, providers: list[str], args: argparse.Namespace, device: 
     if "gems" in rows:
         diagnose(case, rows["gems"], device)
         progress.step(f"{label} gems profiled")
+    curves = trajectories(case, rows, args.train_steps, progress, label)
     reference = next((outputs[p] for p in providers if p.startswith("aten") and p in outputs), None)
     for provider, row in rows.items():
         if row["ms_runs"] and "error" not in row:
@@ -521,7 +540,34 @@ def measure(case: Case, providers: list[str], args: argparse.Namespace, device: 
             row["ms_best"] = min(row["ms_runs"])
         if provider in outputs and reference is not None and "error" not in row:
             row["agreement"] = agreement(case.workload, outputs[provider], reference)
+    reference_curve = next((curves[p] for p in providers if p.startswith("aten") and p in curves), None)
+    for provider, curve in curves.items():
+        rows[provider]["train_losses"] = curve
+        if reference_curve is not None:
+            rows[provider].setdefault("agreement", {})["loss_curve_max_rel_diff"] = max(
+                (abs(a - b) / abs(b) if b else abs(a) for a, b in zip(curve, reference_curve)), default=0.0)
     return list(rows.values())
+
+
+def trajectories(case: Case, rows: dict[str, dict[str, Any]], steps: int, progress: Progress,
+                 label: str) -> dict[str, list[float]]:
+    """Each provider's losses over ``steps`` training steps from the same initial weights
+    (untimed; ``--train-steps``)."""
+    curves: dict[str, list[float]] = {}
+    if not steps or case.trajectory is None:
+        return curves
+    for provider, row in rows.items():
+        if "error" in row:
+            continue
+        try:
+            with provider_context(provider):
+                curves[provider] = case.trajectory(steps)
+            took = f"loss {curves[provider][0]:.4f} -> {curves[provider][-1]:.4f}"
+        except Exception as exc:  # noqa: BLE001 - the timings stand without it
+            row["trajectory_error"] = f"{type(exc).__name__}: {exc}"[:500]
+            took = f"error: {row['trajectory_error'][:120]}"
+        progress.step(f"{label} {provider} {steps} steps: {took}")
+    return curves
 
 
 def diagnose(case: Case, row: dict[str, Any], device: torch.device) -> None:
@@ -574,6 +620,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--train-autocast", type=lambda t: "none" if t == "none" else getattr(torch, t),
                         default=None, help="autocast dtype of the training step, or none (default bfloat16 on a GPU, "
                         "none on the CPU)")
+    parser.add_argument("--train-steps", type=int, default=0,
+                        help="also run this many training steps per provider from the same weights (untimed) and "
+                        "compare the loss curves (default 0: off)")
     parser.add_argument("--tiny", action="store_true", help="tiny configs, seconds on the cpu backend")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="write JSON lines here")
@@ -622,6 +671,8 @@ def planned_steps(specs: list[ModelSpec], args: argparse.Namespace, device: torc
             else:
                 cases += 1
         steps += cases * (providers * (args.warmup + args.rounds) + 1)
+        if args.train_steps and "train" in args.workloads:
+            steps += providers  # each provider's loss curve
     return steps
 
 
@@ -689,6 +740,8 @@ def summary(results: list[dict[str, Any]]) -> str:
             agree_text = "tokens equal" if agree["tokens_equal"] else "tokens differ"
         elif "logits_max_abs_diff" in agree:
             agree_text = f"max|d| {agree['logits_max_abs_diff']:.1e}"
+        elif "loss_curve_max_rel_diff" in agree:
+            agree_text = f"{len(gems['train_losses'])} losses rel {agree['loss_curve_max_rel_diff']:.1e}"
         elif "loss_abs_diff" in agree:
             agree_text = f"loss d {agree['loss_abs_diff']:.1e}"
         else:

@@ -158,7 +158,8 @@ def test_benchmark_reports_and_survives_a_failing_model(tmp_path: Path, monkeypa
     aten = ["aten-math"]
     status = bench.main(["--tiny", "--device", str(DEVICE), "--models", "llama,gpt2,resnet50", "--workloads",
                          "forward,generate-static,train", "--rounds", "1", "--warmup", "0", "--dtype", "float32",
-                         "--train-autocast", "none", "--providers", ",".join([*aten, "gems"]), "--out", str(out)])
+                         "--train-autocast", "none", "--train-steps", "2", "--providers", ",".join([*aten, "gems"]),
+                         "--out", str(out)])
     assert status == 1  # a gems failure
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert lines[0]["kind"] == "environment" and lines[0]["backend"] == gems_core.backend().name
@@ -179,6 +180,9 @@ def test_benchmark_reports_and_survives_a_failing_model(tmp_path: Path, monkeypa
             assert agreement["logits_max_abs_diff"] < ATOL and agreement["logits_rel_error"] < ATOL
         elif row["workload"] == "train":
             assert agreement["loss_abs_diff"] < ATOL and agreement["grad_norm_rel_diff"] < ATOL
+            # two steps from the same weights: the second loss is the first step's doing
+            assert len(row["train_losses"]) == 2 and row["train_losses"][0] != row["train_losses"][1]
+            assert agreement["loss_curve_max_rel_diff"] < ATOL
         else:
             assert agreement["tokens_equal"] is True
         if row["provider"] == "gems":
