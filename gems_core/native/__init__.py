@@ -9,8 +9,10 @@ runs the Python kernel, the second runs it once more under recording
 (:func:`gems_core.native.recorder.record_call`), which turns what the call did into a
 *recipe* (outputs and scratch to allocate, compiled kernels to launch with their arguments as
 numbers or addresses), and later calls run the recipe in C++. Calls the recorder cannot
-describe (a host read of a result, an ATen fallback, random numbers, anything but
-allocations, views and launches) keep the Python path. Ops whose Python path declares it
+describe (a host read of a result, an ATen fallback, random numbers from a generator
+other than the device's default one, anything but allocations, views and launches) keep the
+Python path; a draw of Philox counters from the default generator is made anew by each
+replay (``native_dropout``). Ops whose Python path declares it
 (cat of contiguous tensors, copy_ into a contiguous tensor, decode attention, elementwise
 ops of contiguous operands) also get *length-generic* recipes: from a few recordings of calls
 that differ only in sizes, each number of the recipe as a formula in one size, so that a
