@@ -507,3 +507,38 @@ def test_the_native_layer_builds_while_the_python_kernels_serve(monkeypatch: pyt
         assert ran and dispatch.native_stats()
     assert torch.equal(y, z)
     torch.testing.assert_close(z.double(), torch.softmax(x.double(), -1), rtol=1.3e-6, atol=1e-5)
+
+
+def test_attention_in_training_through_the_native_layer_goes_to_aten_while_compiling(
+        slow: SlowCompiles, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attention that needs a gradient launches through gems' own ops, which the native
+    layer fronts (forced here on the CPU interpreter): while its kernel compiles, the wait
+    crosses the layer and ATen serves the call, forward and backward; once compiled, gems
+    does, with float64 ATen's gradients."""
+    if gems_core.native.load(quiet=True) is None:
+        pytest.skip(f"native layer not built: {gems_core.native.problem()}")
+    monkeypatch.setenv("GEMS_NATIVE", "force")
+    torch.manual_seed(4)
+    q, k, v = (torch.randn(1, 4 if i == 0 else 2, 12, 16, dtype=torch.float16, requires_grad=True) for i in range(3))
+    grad = torch.randn(1, 4, 12, 16, dtype=torch.float16)
+
+    def step() -> tuple[torch.Tensor, ...]:
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return (out, *torch.autograd.grad(out, (q, k, v), grad))
+
+    aten = step()
+    reference = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    out64 = torch.nn.functional.scaled_dot_product_attention(*reference, is_causal=True, enable_gqa=True)
+    expected = (out64, *torch.autograd.grad(out64, reference, grad.double()))
+    with gems_core.use_gems(include=["scaled_dot_product_attention"]):
+        first, ran = _served(step)
+        assert not ran and slow.asked, "the first call waited for the compile"
+        for got, want in zip(first, aten):
+            assert torch.equal(got, want)
+        slow.finish()
+        later, ran = _served(step)
+        from gems_core.ops import attention
+        assert attention._fronted()
+    assert ran, "gems' kernels did not serve once compiled"
+    for got, want in zip(later, expected):
+        torch.testing.assert_close(got.double(), want.detach(), rtol=1e-2, atol=1e-2)
