@@ -158,7 +158,9 @@ def test_scaled_mm_bad_inputs_raise_atens_errors(bad: str) -> None:
     want = answer(lambda: torch._scaled_mm(*args, out_dtype=torch.float32))
     with gems_core.use_gems(include=["_scaled_mm"]):
         got = answer(lambda: torch._scaled_mm(*args, out_dtype=torch.float32))
-    assert isinstance(want, str) and got == want
+    # ATen's CPU kernel takes float64 scales in torch 2.13: gems hands what it
+    # does not serve to ATen, so its answer is ATen's either way
+    assert (isinstance(want, str) or bad == "float64 scale") and got == want
 
 
 def test_float8_declared_by_the_descriptor() -> None:
