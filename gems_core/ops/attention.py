@@ -204,10 +204,12 @@ def _fronted() -> bool:
     does not serve, the autograd function calls their Python directly)."""
     if native.loaded() is None:
         return False  # off, unavailable, or still building (background compiles)
-    number = runtime.current().number
+    rt = runtime.current()
+    if rt.interpreter and not native.forced():
+        return False  # the layer fronts the interpreter's kernels only under GEMS_NATIVE=force
     fronting = _fronting
-    if fronting is None or fronting[0] != number:
-        fronting = _front(number)
+    if fronting is None or fronting[0] != rt.number:
+        fronting = _front(rt.number)
     return fronting[1] is not None
 
 
