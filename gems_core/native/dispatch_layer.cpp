@@ -259,8 +259,8 @@ bool same_classes(const std::array<int32_t, 4>& words, const std::array<int64_t,
 
 // The words of ``draw``, made from the default generator of ``device`` (its offset advanced
 // past them, under its mutex); nothing where they would be specialized otherwise than the
-// recorded call's (the generator then untouched, so the Python path draws what it would
-// have drawn).
+// recorded call's, or where the generator refuses (the generator then untouched, so the
+// Python path draws what it would have drawn).
 std::optional<std::array<int32_t, 4>> philox_draw(c10::Device device, const Draw& draw) {
   const uint64_t increment = (static_cast<uint64_t>(draw.counters) + 3) / 4 * 4;
   if (device.is_cpu()) {
@@ -271,13 +271,19 @@ std::optional<std::array<int32_t, 4>> philox_draw(c10::Device device, const Draw
     } while (!fake_offset.compare_exchange_weak(offset, offset + increment));
     return philox_words(0, offset);
   }
-  at::Generator generator = at::globalContext().defaultGenerator(device);
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  const uint64_t offset = generator.get_offset();
-  const auto words = philox_words(generator.current_seed(), offset);
-  if (!same_classes(words, draw.classes)) return std::nullopt;
-  generator.set_offset(offset + increment);
-  return words;
+  try {
+    at::Generator generator = at::globalContext().defaultGenerator(device);
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    const uint64_t offset = generator.get_offset();
+    const auto words = philox_words(generator.current_seed(), offset);
+    if (!same_classes(words, draw.classes)) return std::nullopt;
+    generator.set_offset(offset + increment);
+    return words;
+  } catch (const c10::Error&) {
+    // the generator refuses (an offset moved while a CUDA graph is captured, say): the
+    // Python path draws as it can
+    return std::nullopt;
+  }
 }
 
 // Length-generic recipes kept per family (the latest): specializations and bounds met lately.
