@@ -103,6 +103,19 @@ def _arg_key(arg: Any) -> Any:
     return arg
 
 
+def _args_key(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """:func:`_arg_key` of each argument, the common types inlined: a launch of the Python
+    path keys its arguments on every call (46 of them for attention's backward kernels)."""
+    return tuple([
+        (a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, torch.Tensor)
+        else ("b", a) if a is True or a is False
+        else (a == 1, a % 16 == 0, _INT32_MIN <= a <= _INT32_MAX) if type(a) is int
+        else "f" if type(a) is float
+        else _arg_key(a)
+        for a in args
+    ])
+
+
 _ALL: weakref.WeakSet[LaunchCache] = weakref.WeakSet()
 _log = logs.get("launch")
 
@@ -235,7 +248,7 @@ class LaunchCache:
         if config is not None and config.options:
             extra.update(config.options)
         return (
-            tuple(map(_arg_key, args)),
+            _args_key(args),
             tuple(constexprs.values()),
             tuple(constexprs),
             config.num_warps if config else 4,

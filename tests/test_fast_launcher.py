@@ -222,3 +222,27 @@ def test_plan_launch_with_trailing_numbers_goes_straight_to_the_kernel(monkeypat
     assert len(lookups) == 1 and launched[-1] == (x.data_ptr(), 10, 0.25, 9, 32)
     launch.with_trailing((x,), (0.25, 1))  # an int of 1 is specialized by Triton: resolved anew
     assert len(lookups) == 2 and launched[-1] == (x.data_ptr(), 10, 0.25, 1, 32)
+
+
+def test_the_launch_key_of_arguments_is_each_arguments_specialization() -> None:
+    """_args_key, the per-launch key with the common types inlined, is _arg_key of each
+    argument for every type a launch passes (tensors by dtype and 16-byte alignment;
+    integers by 1, divisibility by 16 and int32 range; bools, floats and their subclasses)."""
+    import enum
+
+    import numpy
+    import torch
+
+    from gems_core.launch_cache import _arg_key, _args_key
+
+    class Size(enum.IntEnum):
+        BLOCK = 16
+
+    tensors = (torch.empty(8), torch.empty(8, dtype=torch.float16)[1:], torch.empty(0, dtype=torch.int64))
+    numbers = (0, 1, 16, 17, -5, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, True, False, 0.5, float("nan"),
+               numpy.float64(2.0), numpy.int64(32), numpy.bool_(True), Size.BLOCK, None, "s")
+    args = tensors + numbers
+    assert _args_key(args) == tuple(_arg_key(a) for a in args)
+    # what separates compiled kernels stays separated
+    assert len({_args_key((a,)) for a in (1, 2, 16, 2**31, True)}) == 5
+    assert _args_key((tensors[0],)) != _args_key((tensors[1],))
