@@ -136,7 +136,7 @@ py::list* launch_log = nullptr;  // created on first use, with the GIL
 
 // The numbering is gems_core/native/recorder.py's KINDS.
 // kPhilox: an int32 drawn on every call, word ``offset`` (seed low and high, offset low and
-// high) of the call's Philox draw ``slot`` (Recipe::draws).
+// high) of the recipe's Philox draw (Recipe::draw; ``slot`` 0, the draw's index).
 enum ArgKind : int { kPointer = 0, kNull = 1, kI32 = 2, kI64 = 3, kU32 = 4, kU64 = 5, kF32 = 6, kF64 = 7, kI8 = 8, kI16 = 9, kU8 = 10, kU16 = 11, kTensorMap = 12, kPhilox = 13 };
 
 // A TMA tensor map passed by value (128 bytes, 64-byte aligned), encoded on
@@ -220,7 +220,8 @@ struct Recipe {
   std::vector<LaunchStep> launches;
   std::vector<int> returns;  // slot per returned tensor
   std::shared_ptr<const Generic> generic;  // set where it serves other lengths too
-  std::vector<Draw> draws;
+  // one draw at most: a replay that gives way to Python must not have drawn before
+  std::optional<Draw> draw;
 };
 
 int64_t ceil_div(int64_t p, int64_t q) { return p >= 0 ? (p + q - 1) / q : -((-p) / q); }
@@ -238,17 +239,8 @@ std::array<int32_t, 4> philox_words(uint64_t seed, uint64_t offset) {
   return {word(seed), word(seed >> 32), word(offset), word(offset >> 32)};
 }
 
-// (seed, offset) of ``counters`` Philox counters from ``generator``, its offset advanced past
-// them (to a multiple of 4), under the generator's mutex, which ATen's own draws hold too.
-std::pair<uint64_t, uint64_t> philox_advance(at::Generator& generator, int64_t counters) {
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  const uint64_t offset = generator.get_offset();
-  generator.set_offset(offset + (static_cast<uint64_t>(counters) + 3) / 4 * 4);
-  return {generator.current_seed(), offset};
-}
-
-// In fake-launch tests on the CPU, whose generator keeps no offset, draws come from here.
-std::atomic<uint64_t> fake_offset{0};
+// How far a draw of ``counters`` Philox counters moves a generator's offset (gems_core.ops.random).
+uint64_t philox_increment(int64_t counters) { return (static_cast<uint64_t>(counters) + 3) / 4 * 4; }
 
 bool same_classes(const std::array<int32_t, 4>& words, const std::array<int64_t, 4>& classes) {
   for (size_t w = 0; w < 4; ++w) {
@@ -257,28 +249,40 @@ bool same_classes(const std::array<int32_t, 4>& words, const std::array<int64_t,
   return true;
 }
 
+// (seed, offset) of ``counters`` Philox counters from ``generator``, its offset advanced past
+// them, under the generator's mutex, which ATen's own draws hold too; nothing (the generator
+// untouched) where ``classes`` are given and the draw's words would be specialized otherwise.
+std::optional<std::pair<uint64_t, uint64_t>> philox_advance(at::Generator& generator, int64_t counters,
+                                                            const std::array<int64_t, 4>* classes = nullptr) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  const uint64_t offset = generator.get_offset();
+  const uint64_t seed = generator.current_seed();
+  if (classes != nullptr && !same_classes(philox_words(seed, offset), *classes)) return std::nullopt;
+  generator.set_offset(offset + philox_increment(counters));
+  return std::make_pair(seed, offset);
+}
+
+// In fake-launch tests on the CPU, whose generator keeps no offset, draws come from here.
+std::atomic<uint64_t> fake_offset{0};
+
 // The words of ``draw``, made from the default generator of ``device`` (its offset advanced
 // past them, under its mutex); nothing where they would be specialized otherwise than the
 // recorded call's, or where the generator refuses (the generator then untouched, so the
 // Python path draws what it would have drawn).
 std::optional<std::array<int32_t, 4>> philox_draw(c10::Device device, const Draw& draw) {
-  const uint64_t increment = (static_cast<uint64_t>(draw.counters) + 3) / 4 * 4;
   if (device.is_cpu()) {
     TORCH_CHECK(fake_launches.load(), "gems: a recipe draws Philox counters on the CPU");
     uint64_t offset = fake_offset.load();
     do {
       if (!same_classes(philox_words(0, offset), draw.classes)) return std::nullopt;
-    } while (!fake_offset.compare_exchange_weak(offset, offset + increment));
+    } while (!fake_offset.compare_exchange_weak(offset, offset + philox_increment(draw.counters)));
     return philox_words(0, offset);
   }
   try {
     at::Generator generator = at::globalContext().defaultGenerator(device);
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    const uint64_t offset = generator.get_offset();
-    const auto words = philox_words(generator.current_seed(), offset);
-    if (!same_classes(words, draw.classes)) return std::nullopt;
-    generator.set_offset(offset + increment);
-    return words;
+    const auto drawn = philox_advance(generator, draw.counters, &draw.classes);
+    if (!drawn) return std::nullopt;
+    return philox_words(drawn->first, drawn->second);
   } catch (const c10::Error&) {
     // the generator refuses (an offset moved while a CUDA graph is captured, say): the
     // Python path draws as it can
@@ -861,18 +865,18 @@ class NativeKernel final : public c10::OperatorKernel {
 
  private:
   // Runs the recipe, its results replacing the arguments on the stack; false (the stack
-  // untouched) where a Philox word drawn for the call is specialized otherwise than the
-  // recorded call's was (Triton compiled the kernel for that class of value).
+  // untouched) where its Philox draw cannot be made here (philox_draw: words specialized
+  // otherwise than the recorded call's, for which Triton compiled the kernel).
   bool run(const Recipe& recipe, torch::jit::Stack* stack, size_t n, c10::Device device) {
     const size_t first = stack->size() - n;
     c10::OptionalDeviceGuard guard;
     const auto* impl = c10::impl::getDeviceGuardImpl(device.type());
     if (impl->getDevice() != device) guard.reset_device(device);
-    std::vector<std::array<int32_t, 4>> words;  // one draw at most (parse_recipe)
-    for (const Draw& draw : recipe.draws) {
-      auto drawn = philox_draw(device, draw);
+    std::array<int32_t, 4> words{};
+    if (recipe.draw) {
+      const auto drawn = philox_draw(device, *recipe.draw);
       if (!drawn) return false;
-      words.push_back(*drawn);
+      words = *drawn;
     }
     std::vector<at::Tensor> allocated;
     allocated.reserve(recipe.allocations.size());
@@ -917,7 +921,7 @@ class NativeKernel final : public c10::OperatorKernel {
             case kI16: { const int16_t v = static_cast<int16_t>(arg.ivalue); std::memcpy(&values[i], &v, 2); break; }
             case kU16: { const uint16_t v = static_cast<uint16_t>(arg.ivalue); std::memcpy(&values[i], &v, 2); break; }
             case kI32: { const int32_t v = static_cast<int32_t>(arg.ivalue); std::memcpy(&values[i], &v, 4); break; }
-            case kPhilox: std::memcpy(&values[i], &words[arg.slot][arg.offset], 4); break;
+            case kPhilox: std::memcpy(&values[i], &words[arg.offset], 4); break;
             case kU32: { const uint32_t v = static_cast<uint32_t>(arg.ivalue); std::memcpy(&values[i], &v, 4); break; }
             case kI64:
             case kU64: std::memcpy(&values[i], &arg.ivalue, 8); break;
@@ -1199,7 +1203,7 @@ class NativeKernel final : public c10::OperatorKernel {
              size_t n) {
     // a recipe that draws random numbers draws others than the Python call did: nothing to
     // hold against it (and a draw here would move the generator past what ATen expects)
-    if (!recipe.draws.empty()) return;
+    if (recipe.draw) return;
     torch::jit::Stack replay(copies.begin(), copies.end());
     run(recipe, &replay, n, device_of(copies));
     TORCH_CHECK(replay.size() == returns, "gems native check: " + name_ + ": the recipe returned " +
@@ -1341,12 +1345,10 @@ class NativeKernel final : public c10::OperatorKernel {
           // (kPhilox, draw, word, (counters, specialization class of the recorded word))
           py::tuple value = item[3].cast<py::tuple>();
           const int64_t counters = value[0].cast<int64_t>();
-          if (arg.slot < 0 || arg.slot >= 64 || arg.offset < 0 || arg.offset > 3 || counters <= 0) return nullptr;
-          if (recipe->draws.size() <= static_cast<size_t>(arg.slot)) recipe->draws.resize(arg.slot + 1);
-          Draw& draw = recipe->draws[arg.slot];
-          if (draw.counters != 0 && draw.counters != counters) return nullptr;
-          draw.counters = counters;
-          draw.classes[arg.offset] = value[1].cast<int64_t>();
+          if (arg.slot != 0 || arg.offset < 0 || arg.offset > 3 || counters <= 0) return nullptr;  // one draw
+          if (!recipe->draw) recipe->draw = Draw{counters};
+          if (recipe->draw->counters != counters) return nullptr;
+          recipe->draw->classes[arg.offset] = value[1].cast<int64_t>();
         } else if (arg.kind != kPointer && arg.kind != kNull) {
           arg.ivalue = item[3].cast<int64_t>();
         }
@@ -1362,10 +1364,8 @@ class NativeKernel final : public c10::OperatorKernel {
       if (slot < 0 || static_cast<size_t>(slot) >= slots) return nullptr;
       recipe->returns.push_back(slot);
     }
-    // one draw at most: a replay that gives way to Python must not have drawn before
-    if (recipe->draws.size() > 1 || (!recipe->draws.empty() && recipe->draws[0].counters == 0)) return nullptr;
     // a recipe that draws is never length-generic: its words are no formulas
-    if (parts.size() > 3 && !parts[3].is_none() && recipe->draws.empty()) recipe->generic = parse_generic(parts[3]);
+    if (parts.size() > 3 && !parts[3].is_none() && !recipe->draw) recipe->generic = parse_generic(parts[3]);
     return recipe;
   }
 
@@ -1644,7 +1644,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         TORCH_CHECK(THPGenerator_Check(generator.ptr()), "gems: philox_advance takes a torch.Generator");
         at::Generator& gen = reinterpret_cast<THPGenerator*>(generator.ptr())->cdata;
         py::gil_scoped_release no_gil;  // the mutex may be held by a draw that waits for the GIL
-        return philox_advance(gen, counters);
+        return *philox_advance(gen, counters);
       },
       "(seed, offset) of counters Philox counters from a device generator, its offset advanced past them "
       "under the generator's mutex (the replays' draws take it too)");

@@ -188,10 +188,6 @@ def _forward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.T
     return out, lse
 
 
-def _backward_op(*args: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _backward_launch(*args)
-
-
 #: (runtime number, the native layer's registration fronting the two ops or None where the
 #: layer does not serve that runtime), once the layer is loaded
 _fronting: tuple[int, Any] | None = None
@@ -222,7 +218,7 @@ def _front(number: int) -> tuple[int, Any]:
             _fronting[1].close()  # one runtime's registration at a time
         registration = native.open_registration("gems", runtime.current().selection.execution)
         if registration is not None:
-            for name, kernel in (("attention_forward", _forward_op), ("attention_backward", _backward_op)):
+            for name, kernel in (("attention_forward", _forward_op), ("attention_backward", _backward_launch)):
                 native.front(registration, name, kernel, f"{number}/gems/{name}")
         _fronting = (number, registration)
         return _fronting
